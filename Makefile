@@ -1,0 +1,47 @@
+# One entry point for humans and CI. Everything bootstraps .venv from nothing.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
+
+.PHONY: setup test serve lint format bench reproduce clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+serve: $(STAMP)
+	$(BIN)/lorentztron serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+$(VENV)/.bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $(VENV)/.bench
+
+bench: $(VENV)/.bench
+	$(BIN)/python benchmarks/speed_pa.py
+
+reproduce: $(VENV)/.bench
+	$(BIN)/python benchmarks/reproduce_dos.py --full
+
+clean:
+	rm -rf $(VENV) .numba_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,192 @@
+"""Difference-of-squares (DoS) classifier trained by passive-aggressive updates.
+
+Saul, "An online passive-aggressive algorithm for difference-of-squares classification",
+NeurIPS 2021 (``../shared/papers/dos-passive-aggressive.txt``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.base import BinaryClassifier, Step, Steps, check_pa_params, steps_from
+from core.features import CSRBatch, check_n_features
+from core.kernels.dos import (
+    STEP_OK,
+    _dos_learn_batch,
+    _dos_score,
+    _dos_score_batch,
+    _dos_step,
+)
+
+
+class DoSClassifier(BinaryClassifier):
+    r"""Difference-of-squares classifier ``y = sign(|U z|^2 - |V z|^2)``, ``z = [x, 1]``.
+
+    Eq (10) of Saul 2021: two affine maps ``U = [A+, b+]``, ``V = [A-, b-]`` of shape
+    (rank, n_features + 1); the score is ``|U z|^2 - |V z|^2 = z^T (U^T U - V^T V) z``.
+
+    **Update (mode="pa", eqs 17-20).** Each example solves the non-convex but tractable QCQP
+
+        min |U - U_t|_F^2 + |V - V_t|_F^2   s.t.   y (|U z|^2 - |V z|^2) >= 1,        (17)
+
+    whose solution is ``U <- U + nu/(y - nu) (U z) z^T / |z|^2`` and
+    ``V <- V - nu/(y + nu) (V z) z^T / |z|^2`` (eqs 19-20, written with the sign of y) where
+    nu in (0, 1) minimises the convex function of eq (18). We find nu as the root of its
+    derivative (eq 25), which is monotone on (0, 1), by safeguarded Newton iterations to
+    machine precision (see ``core.kernels.dos``); afterwards the margin holds with equality.
+
+    **Soft margins (derivation).** As for linear PA (Crammer et al. 2006, the paper's [3]),
+    relax the margin to ``1 - xi`` and penalise the slack:
+
+    - PA-I: ``min 1/2 (|dU|^2 + |dV|^2) + C xi``, ``xi >= 0``. With the multiplier ``mu``
+      of the margin constraint, stationarity in U and V gives eqs (22)-(23) with
+      ``nu = 2 mu |z|^2``, and stationarity in xi gives ``mu + eta = C`` (eta >= 0 the
+      multiplier of xi >= 0), i.e. ``mu <= C``. For a fixed slack the problem is (17) with
+      margin m = 1 - xi; its optimal cost c(m) has derivative mu(m) (envelope theorem) which
+      increases with m (the left side of eq 24 increases with nu), so c is convex in m and the
+      total c(m) + C (1 - m) is minimised where mu(m) = C, or at m = 1 if mu(1) <= C. Hence
+      ``nu = min(nu_PA, 2 C |z|^2)``: the multiplier is clipped at C and noisy examples move
+      the model by a bounded amount.
+    - PA-II: ``min 1/2 (|dU|^2 + |dV|^2) + C xi^2``. Stationarity in xi gives
+      ``xi = mu / (2C) = nu / (4 C |z|^2)``, so nu solves eq (24) with the margin
+      ``1 - nu / (4 C |z|^2)``: the root of eq (25) plus the term ``nu / (4 C |z|^2)``,
+      still monotone; nu shrinks smoothly as C decreases.
+
+    **Degenerate case (footnote 1).** If the side that must grow has a zero projection
+    (``U z = 0`` for y = +1, ``V z = 0`` for y = -1; e.g. after a zero initialisation), eq
+    (19) is 0 * inf. The QCQP still has a solution: the multiplier sits at the singular
+    value nu = 1, the other side's projection is halved, and the growing side gets a
+    projection of squared length ``1 + h/4`` (PA, h the other side's squared projection; PA-II
+    subtracts its slack) along a direction of our choosing: hidden unit ``n_seen_ mod rank``.
+    No NaN, no division by zero, and the margin is met exactly.
+
+    Parameters
+    ----------
+    n_features : int
+        Dimension of x (named features are hashed into this many buckets).
+    rank : int
+        Number of rows of U and V (the paper's d, dimension of h+ and h-).
+    mode : {"pa", "pa1", "pa2"}
+    C : float
+        Aggressiveness of PA-I / PA-II (ignored by PA).
+    init_scale : float or None
+        Entries of U and V start as N(0, init_scale^2 / (rank * (n_features + 1))) (section
+        4: variance inversely proportional to the number of entries); None means 1.0 and 0.0
+        a zero start.
+    seed : int
+        Seed of the initialisation.
+
+    Attributes
+    ----------
+    U_, V_ : ndarray of shape (rank, n_features + 1)
+        The paper's U and V, bias column last: writable transposed views of feature-major
+        storage (a sparse example touches only the rows of its features).
+    n_seen_ : int
+        Examples learned. ``n_updates_`` : int, aggressive updates among them.
+
+    Examples
+    --------
+    >>> model = DoSClassifier(n_features=3, rank=2, seed=0)
+    >>> step = model.learn_one([1.0, 0.0, -1.0], -1)
+    >>> step.aggressive, round(-model.score_one([1.0, 0.0, -1.0]), 12)
+    (True, 1.0)
+    >>> model.U_.shape
+    (2, 4)
+    """
+
+    _arrays = ("U_", "V_")
+    _scalars = ("n_seen_", "n_updates_")
+
+    def __init__(
+        self,
+        *,
+        n_features: int,
+        rank: int = 4,
+        mode: str = "pa",
+        C: float = 1.0,
+        init_scale: float | None = None,
+        seed: int = 0,
+    ):
+        self.n_features = n_features
+        self.rank = rank
+        self.mode = mode
+        self.C = C
+        self.init_scale = init_scale
+        self.seed = seed
+        check_n_features(n_features)
+        if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or rank < 1:
+            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        self._mode, self._C = check_pa_params(mode, C)
+        scale = 1.0 if init_scale is None else init_scale
+        if (
+            isinstance(scale, bool)
+            or not isinstance(scale, int | float)
+            or not (np.isfinite(scale) and scale >= 0)
+        ):
+            raise ValueError(f"init_scale must be None or a finite number >= 0, got {init_scale!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        shape = (rank, n_features + 1)
+        std = scale / np.sqrt(rank * (n_features + 1))
+        rng = np.random.default_rng(seed)
+        # feature-major storage; U_ / V_ are its transposed views
+        self._WU = np.ascontiguousarray((rng.standard_normal(shape) * std).T)
+        self._WV = np.ascontiguousarray((rng.standard_normal(shape) * std).T)
+        self.U_ = self._WU.T
+        self.V_ = self._WV.T
+        self.n_seen_ = 0
+        self.n_updates_ = 0
+
+    def _learn_row(self, indices, values, y: float) -> Step:
+        rank = self.rank
+        status, score, nu = _dos_step(
+            self._WU,
+            self._WV,
+            indices,
+            values,
+            y,
+            self._mode,
+            self._C,
+            self.n_seen_,
+            np.empty(rank),
+            np.empty(rank),
+        )
+        if status != STEP_OK:
+            raise ValueError("the example's squared norm or score overflows float64")
+        self.n_seen_ += 1
+        self.n_updates_ += nu > 0.0
+        return Step(score, max(0.0, 1.0 - y * score), nu > 0.0)
+
+    def _score_row(self, indices, values) -> float:
+        return _dos_score(self._WU, self._WV, indices, values)
+
+    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+        scores = np.zeros(batch.n_rows)
+        nus = np.zeros(batch.n_rows)
+        failed = _dos_learn_batch(
+            self._WU,
+            self._WV,
+            batch.indptr,
+            batch.indices,
+            batch.values,
+            y,
+            self._mode,
+            self._C,
+            self.n_seen_,
+            scores,
+            nus,
+        )
+        done = batch.n_rows if failed < 0 else failed
+        self.n_seen_ += done
+        self.n_updates_ += int(np.count_nonzero(nus[:done]))
+        if failed >= 0:
+            raise ValueError(
+                f"row {failed}: the example's squared norm or score overflows "
+                f"float64 ({done} earlier rows were learned)"
+            )
+        return steps_from(scores, y, nus)
+
+    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+        scores = np.empty(batch.n_rows)
+        _dos_score_batch(self._WU, self._WV, batch.indptr, batch.indices, batch.values, scores)
+        return scores

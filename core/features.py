@@ -1,0 +1,292 @@
+"""Example representation: dense rows, sparse rows and hashed named features.
+
+Every model consumes one representation: a **row** is a pair ``(indices, values)`` of
+contiguous ``int64`` / ``float64`` arrays with strictly increasing indices in
+``[0, n_features)`` and finite values; a **batch** is a :class:`CSRBatch` (``indptr``,
+``indices``, ``values``) whose rows obey the same rules. The functions here turn what users
+hand us into that form and reject what is not valid with a ``ValueError`` naming the problem:
+
+- a dense row: a 1-D sequence or array of length ``n_features``;
+- a sparse row: a tuple ``(indices, values)``; duplicate indices are summed (as scipy does);
+- named features: a mapping ``{"age": 31.0, "country": "fr"}`` hashed into ``n_features``
+  buckets by :class:`FeatureHasher` (signed hashing; strings are one-hot as ``"country=fr"``);
+- batches: a 2-D array, a ``scipy.sparse`` matrix, or a sequence of rows.
+
+Zeros of a dense row are kept in rows (the kernels treat them like any value) but dropped
+in batches: a zero feature contributes nothing to a score, a norm or an update, so both
+give bit-identical models.
+
+>>> indices, values = as_row({"age": 31.0, "country": "fr"}, 2**10)
+>>> indices.dtype, values.dtype, len(indices)
+(dtype('int64'), dtype('float64'), 2)
+>>> as_row([0.5, 0.0, 2.0], 3)[1]
+array([0.5, 0. , 2. ])
+>>> as_row(([2, 0], [1.0, 3.0]), 3)
+(array([0, 2]), array([3., 1.]))
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from numbers import Real
+
+import numpy as np
+import scipy.sparse as sp
+
+from core.config import FLOAT, INDEX
+from core.kernels.features import (
+    NOT_FINITE,
+    OK,
+    OUT_OF_RANGE,
+    UNSORTED,
+    _features_check_csr,
+    _features_check_dense,
+    _features_check_sparse,
+)
+
+Row = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class CSRBatch:
+    """A validated batch of rows in compressed sparse row form.
+
+    Attributes: ``indptr`` (n_rows + 1,), ``indices`` (nnz,), ``values`` (nnz,).
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return self.indptr.shape[0] - 1
+
+    def row(self, i: int) -> Row:
+        start, stop = self.indptr[i], self.indptr[i + 1]
+        return self.indices[start:stop], self.values[start:stop]
+
+
+def check_n_features(n_features: int) -> int:
+    """Validate a feature count (a positive int)."""
+    if isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
+        raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
+    if n_features < 1:
+        raise ValueError(f"n_features must be a positive integer, got {n_features}")
+    return int(n_features)
+
+
+@lru_cache(maxsize=64)
+def _dense_indices(n_features: int) -> np.ndarray:
+    indices = np.arange(n_features, dtype=INDEX)
+    indices.setflags(write=False)
+    return indices
+
+
+def _raise_sparse(status: int, position: int, indices, values, n_features: int, where=""):
+    if status == NOT_FINITE:
+        raise ValueError(
+            f"{where}feature value at position {position} (index {int(indices[position])}) "
+            f"is not finite ({values[position]!r})"
+        )
+    if status == OUT_OF_RANGE:
+        raise ValueError(
+            f"{where}feature index {int(indices[position])} at position {position} is out of "
+            f"range [0, {n_features})"
+        )
+    raise AssertionError(status)  # pragma: no cover
+
+
+def dense_row(x, n_features: int) -> Row:
+    """Validate a dense row and return it as ``(arange(n_features), x)``."""
+    try:
+        values = np.ascontiguousarray(x, dtype=FLOAT)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"dense row must hold numbers: {error}") from None
+    if values.ndim != 1:
+        raise ValueError(f"dense row must be 1-D, got shape {values.shape}")
+    if values.shape[0] != n_features:
+        raise ValueError(f"dense row has length {values.shape[0]}, expected {n_features}")
+    status, position = _features_check_dense(values)
+    if status != OK:
+        raise ValueError(f"feature value at index {position} is not finite ({values[position]!r})")
+    return _dense_indices(n_features), values
+
+
+def sparse_row(indices, values, n_features: int) -> Row:
+    """Validate a sparse row; sort it and sum duplicate indices when needed."""
+    try:
+        idx = np.ascontiguousarray(indices)
+        val = np.ascontiguousarray(values, dtype=FLOAT)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"sparse row must hold integer indices and numeric values: {error}"
+        ) from None
+    if idx.ndim != 1 or val.ndim != 1:
+        raise ValueError("sparse row indices and values must be 1-D")
+    if idx.shape[0] != val.shape[0]:
+        raise ValueError(
+            f"sparse row has {idx.shape[0]} indices but {val.shape[0]} values; they must match"
+        )
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        if not np.all(np.mod(idx, 1) == 0):
+            raise ValueError("sparse row indices must be integers")
+    idx = idx.astype(INDEX, copy=False)
+    status, position = _features_check_sparse(idx, val, n_features)
+    if status == UNSORTED:
+        idx, val = _canonical(idx, val)
+        status, position = _features_check_sparse(idx, val, n_features)
+    if status != OK:
+        _raise_sparse(status, position, idx, val, n_features)
+    return idx, val
+
+
+def _canonical(indices: np.ndarray, values: np.ndarray) -> Row:
+    """Sort indices and sum the values of duplicates."""
+    unique, inverse = np.unique(indices, return_inverse=True)
+    summed = np.zeros(unique.shape[0], dtype=FLOAT)
+    np.add.at(summed, inverse, values)
+    return unique.astype(INDEX, copy=False), summed
+
+
+class FeatureHasher:
+    """Signed feature hashing of named features into ``n_features`` buckets.
+
+    A numeric feature ``name: v`` adds ``sign(name) * v`` to bucket ``h(name) mod n``; a string
+    feature ``name: "s"`` is one-hot: ``sign * 1.0`` in the bucket of ``"name=s"``. Booleans
+    count as 0/1. The hash is the first 8 bytes of BLAKE2b, so buckets are the same in every
+    process and on every machine (Python's ``hash`` is salted per process). Collisions are
+    summed, and the signs make them cancel in expectation (Weinberger et al. 2009).
+
+    >>> FeatureHasher(16).transform_one({"a": 2.0, "colour": "red"})
+    (array([ 0, 11]), array([2., 1.]))
+    """
+
+    def __init__(self, n_features: int):
+        self.n_features = check_n_features(n_features)
+
+    def transform_one(self, features: Mapping) -> Row:
+        n = len(features)
+        indices = np.empty(n, dtype=INDEX)
+        values = np.empty(n, dtype=FLOAT)
+        for k, (name, value) in enumerate(features.items()):
+            if not isinstance(name, str):
+                raise ValueError(f"feature names must be strings, got {name!r}")
+            if isinstance(value, str):
+                key, number = f"{name}={value}", 1.0
+            elif isinstance(value, bool | Real | np.number) and not isinstance(value, complex):
+                key, number = name, float(value)
+                if not np.isfinite(number):
+                    raise ValueError(f"feature {name!r} is not finite ({number!r})")
+            else:
+                raise ValueError(
+                    f"feature {name!r} must be a number, a boolean or a string, "
+                    f"got {type(value).__name__}"
+                )
+            bucket, sign = _hash_key(key, self.n_features)
+            indices[k] = bucket
+            values[k] = sign * number
+        return sparse_row(indices, values, self.n_features)
+
+
+@lru_cache(maxsize=1 << 16)
+def _hash_key(key: str, n_features: int) -> tuple[int, float]:
+    digest = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")
+    return digest % n_features, (1.0 if (digest >> 63) == 0 else -1.0)
+
+
+def as_row(x, n_features: int) -> Row:
+    """Turn one example (dense, sparse, named or a 1-row scipy matrix) into a valid row."""
+    if isinstance(x, np.ndarray) or (isinstance(x, list) and not _is_pair(x)):
+        return dense_row(x, n_features)
+    if isinstance(x, Mapping):
+        return FeatureHasher(n_features).transform_one(x)
+    if isinstance(x, tuple) and _is_pair(x):
+        return sparse_row(x[0], x[1], n_features)
+    if sp.issparse(x):
+        if x.shape != (1, n_features):
+            raise ValueError(f"sparse matrix row has shape {x.shape}, expected (1, {n_features})")
+        csr = sp.csr_matrix(x)
+        return sparse_row(csr.indices, csr.data, n_features)
+    if isinstance(x, tuple):
+        return dense_row(x, n_features)
+    raise ValueError(
+        f"cannot read an example from {type(x).__name__}: pass a dense row, "
+        "an (indices, values) pair or a mapping of named features"
+    )
+
+
+def _is_pair(x) -> bool:
+    return (
+        len(x) == 2
+        and isinstance(x[0], Sequence | np.ndarray)
+        and isinstance(x[1], Sequence | np.ndarray)
+        and not isinstance(x[0], str)
+    )
+
+
+def as_batch(X, n_features: int) -> CSRBatch:
+    """Turn a batch (2-D array, scipy sparse matrix or sequence of rows) into a CSRBatch.
+
+    The whole batch is validated before anything is returned, so a caller that applies it
+    afterwards never applies half of a bad batch.
+    """
+    if sp.issparse(X):
+        if X.ndim != 2 or X.shape[1] != n_features:
+            raise ValueError(f"batch has shape {X.shape}, expected (n_rows, {n_features})")
+        csr = sp.csr_matrix(X, dtype=FLOAT, copy=False)
+        return _checked_csr(csr.indptr, csr.indices, csr.data, n_features)
+    if isinstance(X, np.ndarray) and X.ndim == 2:
+        if X.shape[1] != n_features:
+            raise ValueError(f"batch has {X.shape[1]} columns, expected {n_features}")
+        try:
+            dense = np.asarray(X, dtype=FLOAT)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"batch must hold numbers: {error}") from None
+        bad = ~np.isfinite(dense)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise ValueError(f"row {i}: feature value at index {j} is not finite ({dense[i, j]!r})")
+        csr = sp.csr_matrix(dense)
+        return _checked_csr(csr.indptr, csr.indices, csr.data, n_features)
+    if isinstance(X, np.ndarray) and X.ndim != 2:
+        raise ValueError(f"batch must be 2-D, got shape {X.shape}")
+    rows = []
+    for i, x in enumerate(X):
+        try:
+            rows.append(as_row(x, n_features))
+        except ValueError as error:
+            raise ValueError(f"row {i}: {error}") from None
+    return batch_from_rows(rows)
+
+
+def batch_from_rows(rows: Sequence[Row]) -> CSRBatch:
+    """Concatenate already validated rows into a CSRBatch."""
+    indptr = np.zeros(len(rows) + 1, dtype=INDEX)
+    if rows:
+        np.cumsum([r[0].shape[0] for r in rows], out=indptr[1:])
+        indices = np.concatenate([r[0] for r in rows]).astype(INDEX, copy=False)
+        values = np.concatenate([r[1] for r in rows]).astype(FLOAT, copy=False)
+    else:
+        indices = np.zeros(0, dtype=INDEX)
+        values = np.zeros(0, dtype=FLOAT)
+    return CSRBatch(indptr, indices, values)
+
+
+def _checked_csr(indptr, indices, values, n_features: int) -> CSRBatch:
+    indptr = np.ascontiguousarray(indptr, dtype=INDEX)
+    indices = np.ascontiguousarray(indices, dtype=INDEX)
+    values = np.ascontiguousarray(values, dtype=FLOAT)
+    status, row, position = _features_check_csr(indptr, indices, values, n_features)
+    if status == UNSORTED:
+        csr = sp.csr_matrix((values, indices, indptr), shape=(indptr.shape[0] - 1, n_features))
+        csr.sum_duplicates()
+        csr.sort_indices()
+        return _checked_csr(csr.indptr, csr.indices, csr.data, n_features)
+    if status != OK:
+        start = indptr[row]
+        _raise_sparse(status, position, indices[start:], values[start:], n_features, f"row {row}: ")
+    return CSRBatch(indptr, indices, values)

@@ -1,0 +1,219 @@
+"""Kernels of the difference-of-squares (DoS) passive-aggressive classifier.
+
+Saul, "An online passive-aggressive algorithm for difference-of-squares classification"
+(NeurIPS 2021), eqs (10) and (17)-(25). Parameters are stored feature-major: ``WU`` and
+``WV`` have shape (n_features + 1, rank), row ``j`` holding column ``j`` of the paper's
+``U`` / ``V`` and the last row the bias column, so a sparse example touches only the rows of
+its active features (cost O(rank * nnz)).
+
+Notation: z = [x, 1], s = |z|^2, a = |U z|^2, b = |V z|^2, score a - b. For the label y we
+call the "grow" side the matrix whose projection must lengthen (U for y = +1, V for y = -1)
+and the "shrink" side the other; g and h are their squared projections. The step variable
+of eq (18) is nu in (0, 1); we solve for q = 1 - nu, which keeps full relative precision
+when nu is close to 1 (tiny g):
+
+    F(q) = g / q^2 - h / (2 - q)^2 - 1 + kappa * (1 - q) = 0,        q in (0, 1],
+
+which is eq (25) (derivative of eq 18 set to zero) rewritten in q, plus the PA-II term
+kappa = 1 / (4 C s) (kappa = 0 for PA and PA-I). F is strictly decreasing on (0, 1]
+(F' = -2g/q^3 - 2h/(2-q)^3 - kappa < 0) with F(1) = y (a - b) - 1 < 0 when an update is
+triggered, so the root is unique; it is found by Newton's method safeguarded by bisection.
+Modes: 0 = PA (hard margin, the paper's update), 1 = PA-I (nu <= 2 C s), 2 = PA-II.
+"""
+
+import numba
+import numpy as np
+
+from core.config import NJIT_OPTIONS, ROOT_MAXITER, ROOT_RTOL
+
+STEP_OK = 0
+STEP_NOT_FINITE = 1
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_project(W, indices, values, out):
+    """out = W^T z for the feature-major W: the bias row plus the active rows."""
+    bias_row = W.shape[0] - 1
+    rank = W.shape[1]
+    for r in range(rank):
+        out[r] = W[bias_row, r]
+    for k in range(indices.shape[0]):
+        j = indices[k]
+        v = values[k]
+        for r in range(rank):
+            out[r] += v * W[j, r]
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_squared_norm(h):
+    total = 0.0
+    for r in range(h.shape[0]):
+        total += h[r] * h[r]
+    return total
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_score_into(WU, WV, indices, values, hu, hv):
+    """|U z|^2 - |V z|^2 (eq 10), leaving U z and V z in hu and hv."""
+    _dos_project(WU, indices, values, hu)
+    _dos_project(WV, indices, values, hv)
+    return _dos_squared_norm(hu) - _dos_squared_norm(hv)
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_score(WU, WV, indices, values):
+    """Score of one example. Scratch is allocated here (2 x rank floats) so that concurrent
+    readers never share a buffer."""
+    rank = WU.shape[1]
+    hu = np.empty(rank)
+    hv = np.empty(rank)
+    return _dos_score_into(WU, WV, indices, values, hu, hv)
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_residual(q, g, h, kappa):
+    """F(q) of the module docstring."""
+    return g / (q * q) - h / ((2.0 - q) * (2.0 - q)) - 1.0 + kappa * (1.0 - q)
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_root(g, h, kappa):
+    """The root q in [0, 1] of F (module docstring), to relative precision ROOT_RTOL.
+
+    Requires F(1) < 0. Returns 0.0 in footnote 1's degenerate case: g = 0 and F(0+) <= 0,
+    where no q > 0 reaches the margin and the optimum sits at the singular multiplier nu = 1.
+    """
+    if g == 0.0:
+        if -0.25 * h - 1.0 + kappa <= 0.0:
+            return 0.0
+        lo = 0.0
+        q = 0.5
+    else:
+        # F(q) >= g/q^2 - h - 1 since (2 - q)^2 >= 1, so F >= 0 at sqrt(g / (1 + h)).
+        lo = min(np.sqrt(g / (1.0 + h)), 1.0)
+        q = lo
+    hi = 1.0
+    for _ in range(ROOT_MAXITER):
+        f = _dos_residual(q, g, h, kappa)
+        if f == 0.0:
+            return q
+        if f > 0.0:
+            lo = q
+        else:
+            hi = q
+        if hi - lo <= ROOT_RTOL * hi:
+            return 0.5 * (lo + hi)
+        slope = -2.0 * g / (q * q * q) - 2.0 * h / ((2.0 - q) ** 3) - kappa
+        candidate = q - f / slope
+        if not (lo < candidate < hi):
+            candidate = 0.5 * (lo + hi)
+        if abs(candidate - q) <= ROOT_RTOL * candidate:
+            return candidate
+        q = candidate
+    return 0.5 * (lo + hi)
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_axpy_rows(W, indices, values, scale, h):
+    """W += scale * h z^T in feature-major form: row j += scale * z_j * h."""
+    bias_row = W.shape[0] - 1
+    rank = W.shape[1]
+    for k in range(indices.shape[0]):
+        j = indices[k]
+        c = scale * values[k]
+        for r in range(rank):
+            W[j, r] += c * h[r]
+    for r in range(rank):
+        W[bias_row, r] += scale * h[r]
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_step(WU, WV, indices, values, y, mode, C, t, hu, hv):
+    """One passive-aggressive update, in place (eqs 17-20). hu, hv: scratch of length rank.
+
+    ``t`` (the number of examples learned so far) picks the hidden unit that receives the
+    update in the degenerate case. Returns (status, score before the update, nu), nu = 0
+    when passive.
+    """
+    score = _dos_score_into(WU, WV, indices, values, hu, hv)
+    a = _dos_squared_norm(hu)
+    b = a - score
+    s = 1.0
+    for k in range(indices.shape[0]):
+        s += values[k] * values[k]
+    if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(s)):
+        return STEP_NOT_FINITE, score, 0.0
+    if y * score >= 1.0:
+        return STEP_OK, score, 0.0
+    if y > 0.0:
+        g, h = a, b
+    else:
+        g, h = b, a
+    kappa = 0.25 / (C * s) if mode == 2 else 0.0
+    q_min = max(0.0, 1.0 - 2.0 * C * s) if mode == 1 else 0.0
+    if q_min > 0.0 and _dos_residual(q_min, g, h, kappa) <= 0.0:
+        q = q_min  # PA-I: the multiplier hits its bound C before the margin is reached
+    else:
+        q = _dos_root(g, h, kappa)
+    nu = 1.0 - q
+    if y > 0.0:
+        W_grow, h_grow, W_shrink, h_shrink = WU, hu, WV, hv
+    else:
+        W_grow, h_grow, W_shrink, h_shrink = WV, hv, WU, hu
+    if q > 0.0:
+        # eq (19) / (20), grow side: + nu / (1 - nu) * (W z) z^T / s
+        _dos_axpy_rows(W_grow, indices, values, (nu / q) / s, h_grow)
+    else:
+        # Footnote 1: g = 0, so W z = 0 and eq (19) is 0 * inf. The optimum of (17) gives the
+        # grow side a projection of squared length p = 1 - kappa + h / 4 (the shrink side is
+        # halved) in a direction of our choice: hidden unit t mod rank, which also breaks the
+        # symmetry of a zero initialisation.
+        rank = h_grow.shape[0]
+        for r in range(rank):
+            h_grow[r] = 0.0
+        h_grow[t % rank] = np.sqrt(1.0 - kappa + 0.25 * h)
+        _dos_axpy_rows(W_grow, indices, values, 1.0 / s, h_grow)
+    # shrink side: - nu / (1 + nu) * (W z) z^T / s
+    _dos_axpy_rows(W_shrink, indices, values, -(nu / (2.0 - q)) / s, h_shrink)
+    return STEP_OK, score, nu
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nus):
+    """PA updates over the rows of a CSR batch, in order (learn_many's loop in the kernel).
+
+    Fills ``scores`` (before each update) and ``nus``; returns -1, or the index of the first
+    row that could not be applied (non-finite squared norm or score). Squared norms of all
+    rows are checked before the first update, so bad inputs apply nothing at all.
+    """
+    n_rows = indptr.shape[0] - 1
+    for i in range(n_rows):
+        s = 1.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += values[k] * values[k]
+        if not np.isfinite(s):
+            return i
+    rank = WU.shape[1]
+    hu = np.empty(rank)
+    hv = np.empty(rank)
+    for i in range(n_rows):
+        start, stop = indptr[i], indptr[i + 1]
+        status, score, nu = _dos_step(
+            WU, WV, indices[start:stop], values[start:stop], y[i], mode, C, t0 + i, hu, hv
+        )
+        scores[i] = score
+        nus[i] = nu
+        if status != STEP_OK:
+            return i
+    return -1
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_score_batch(WU, WV, indptr, indices, values, scores):
+    """Scores of every row of a CSR batch."""
+    rank = WU.shape[1]
+    hu = np.empty(rank)
+    hv = np.empty(rank)
+    for i in range(indptr.shape[0] - 1):
+        start, stop = indptr[i], indptr[i + 1]
+        scores[i] = _dos_score_into(WU, WV, indices[start:stop], values[start:stop], hu, hv)

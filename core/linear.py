@@ -1,0 +1,120 @@
+"""Linear passive-aggressive classifier (Crammer et al. 2006; eq 2 of the DoS paper)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.base import BinaryClassifier, Step, Steps, check_pa_params, steps_from
+from core.features import CSRBatch, check_n_features
+from core.kernels.linear import (
+    STEP_OK,
+    _linear_learn_batch,
+    _linear_score,
+    _linear_score_batch,
+    _linear_step,
+)
+
+
+class LinearPA(BinaryClassifier):
+    """Linear passive-aggressive classifier: score ``w . z`` with ``z = [x, 1]``.
+
+    Each example ``(x, y)``, ``y`` in {-1, +1}, triggers the minimal change of ``w`` that
+    classifies it with unit margin (eq 1-2 of Saul 2021, from Crammer et al. 2006):
+    ``w <- w + tau y z`` with the hinge loss ``l = max(0, 1 - y w.z)`` and
+
+    - ``mode="pa"``:  ``tau = l / |z|^2`` (hard margin, eq 2),
+    - ``mode="pa1"``: ``tau = min(C, l / |z|^2)`` (PA-I, linear slack penalty),
+    - ``mode="pa2"``: ``tau = l / (|z|^2 + 1 / (2C))`` (PA-II, squared slack penalty).
+
+    An example with ``z = 0`` (no intercept and an empty row) cannot move the score and is
+    left passive.
+
+    Parameters
+    ----------
+    n_features : int
+        Dimension of the inputs (named features are hashed into this many buckets).
+    mode : {"pa", "pa1", "pa2"}
+    C : float
+        Aggressiveness of PA-I / PA-II (ignored by PA).
+    fit_intercept : bool
+        Learn the bias ``w_[-1]``; when False the bias stays 0.
+
+    Attributes
+    ----------
+    w_ : ndarray of shape (n_features + 1,)
+        Weights, bias last. Zero at start.
+    n_seen_ : int
+        Examples learned. ``n_updates_`` : int, aggressive updates among them.
+
+    Examples
+    --------
+    >>> model = LinearPA(n_features=2)
+    >>> model.learn_one([1.0, 0.0], 1)
+    Step(score=0.0, loss=1.0, aggressive=True)
+    >>> model.score_one([1.0, 0.0])
+    1.0
+    >>> model.w_
+    array([0.5, 0. , 0.5])
+    """
+
+    _arrays = ("w_",)
+    _scalars = ("n_seen_", "n_updates_")
+
+    def __init__(
+        self, *, n_features: int, mode: str = "pa", C: float = 1.0, fit_intercept: bool = True
+    ):
+        self.n_features = n_features
+        self.mode = mode
+        self.C = C
+        self.fit_intercept = fit_intercept
+        check_n_features(n_features)
+        self._mode, self._C = check_pa_params(mode, C)
+        if not isinstance(fit_intercept, bool):
+            raise ValueError(f"fit_intercept must be a bool, got {fit_intercept!r}")
+        self._bias = 1.0 if fit_intercept else 0.0
+        self.w_ = np.zeros(n_features + 1)
+        self.n_seen_ = 0
+        self.n_updates_ = 0
+
+    def _learn_row(self, indices, values, y: float) -> Step:
+        status, score, tau = _linear_step(
+            self.w_, indices, values, self._bias, y, self._mode, self._C
+        )
+        if status != STEP_OK:
+            raise ValueError("the example's squared norm or score overflows float64")
+        self.n_seen_ += 1
+        self.n_updates_ += tau > 0.0
+        return Step(score, max(0.0, 1.0 - y * score), tau > 0.0)
+
+    def _score_row(self, indices, values) -> float:
+        return _linear_score(self.w_, indices, values, self._bias)
+
+    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+        scores = np.zeros(batch.n_rows)
+        taus = np.zeros(batch.n_rows)
+        failed = _linear_learn_batch(
+            self.w_,
+            batch.indptr,
+            batch.indices,
+            batch.values,
+            self._bias,
+            y,
+            self._mode,
+            self._C,
+            scores,
+            taus,
+        )
+        done = batch.n_rows if failed < 0 else failed
+        self.n_seen_ += done
+        self.n_updates_ += int(np.count_nonzero(taus[:done]))
+        if failed >= 0:
+            raise ValueError(
+                f"row {failed}: the example's squared norm or score overflows "
+                f"float64 ({done} earlier rows were learned)"
+            )
+        return steps_from(scores, y, taus)
+
+    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+        scores = np.empty(batch.n_rows)
+        _linear_score_batch(self.w_, batch.indptr, batch.indices, batch.values, self._bias, scores)
+        return scores

@@ -1,0 +1,1 @@
+"""lorentztron service: live models over HTTP."""
