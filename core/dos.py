@@ -163,7 +163,7 @@ class DoSClassifier(BinaryClassifier):
     def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         nus = np.zeros(batch.n_rows)
-        failed = _dos_learn_batch(
+        failed, done = _dos_learn_batch(
             self._WU,
             self._WV,
             batch.indptr,
@@ -176,7 +176,6 @@ class DoSClassifier(BinaryClassifier):
             scores,
             nus,
         )
-        done = batch.n_rows if failed < 0 else failed
         self.n_seen_ += done
         self.n_updates_ += int(np.count_nonzero(nus[:done]))
         if failed >= 0:

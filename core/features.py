@@ -132,8 +132,14 @@ def sparse_row(indices, values, n_features: int) -> Row:
             f"sparse row has {idx.shape[0]} indices but {val.shape[0]} values; they must match"
         )
     if idx.size and not np.issubdtype(idx.dtype, np.integer):
-        if not np.all(np.mod(idx, 1) == 0):
+        if idx.dtype.kind != "f" or not np.all(np.isfinite(idx) & (np.mod(idx, 1) == 0)):
             raise ValueError("sparse row indices must be integers")
+        outside = np.flatnonzero((idx < 0) | (idx >= n_features))
+        if outside.size:
+            k = int(outside[0])
+            raise ValueError(
+                f"feature index {idx[k]:g} at position {k} is out of range [0, {n_features})"
+            )
     idx = idx.astype(INDEX, copy=False)
     status, position = _features_check_sparse(idx, val, n_features)
     if status == UNSORTED:
@@ -148,7 +154,8 @@ def _canonical(indices: np.ndarray, values: np.ndarray) -> Row:
     """Sort indices and sum the values of duplicates."""
     unique, inverse = np.unique(indices, return_inverse=True)
     summed = np.zeros(unique.shape[0], dtype=FLOAT)
-    np.add.at(summed, inverse, values)
+    with np.errstate(over="ignore"):  # an overflowing sum is reported by the caller's check
+        np.add.at(summed, inverse, values)
     return unique.astype(INDEX, copy=False), summed
 
 

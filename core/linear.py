@@ -92,7 +92,7 @@ class LinearPA(BinaryClassifier):
     def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         taus = np.zeros(batch.n_rows)
-        failed = _linear_learn_batch(
+        failed, done = _linear_learn_batch(
             self.w_,
             batch.indptr,
             batch.indices,
@@ -104,7 +104,6 @@ class LinearPA(BinaryClassifier):
             scores,
             taus,
         )
-        done = batch.n_rows if failed < 0 else failed
         self.n_seen_ += done
         self.n_updates_ += int(np.count_nonzero(taus[:done]))
         if failed >= 0:

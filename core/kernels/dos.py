@@ -93,6 +93,7 @@ def _dos_root(g, h, kappa):
         lo = min(np.sqrt(g / (1.0 + h)), 1.0)
         q = lo
     hi = 1.0
+    step_before_last = hi - lo
     for _ in range(ROOT_MAXITER):
         f = _dos_residual(q, g, h, kappa)
         if f == 0.0:
@@ -105,9 +106,15 @@ def _dos_root(g, h, kappa):
             return 0.5 * (lo + hi)
         slope = -2.0 * g / (q * q * q) - 2.0 * h / ((2.0 - q) ** 3) - kappa
         candidate = q - f / slope
-        if not (lo < candidate < hi):
-            candidate = 0.5 * (lo + hi)
-        if abs(candidate - q) <= ROOT_RTOL * candidate:
+        # Bisect when Newton leaves the bracket or does not halve the step (rtsafe); the
+        # bisection is geometric while the bracket spans orders of magnitude (g tiny).
+        if not (lo < candidate < hi) or abs(2.0 * (candidate - q)) > step_before_last:
+            if lo > 0.0 and hi > 4.0 * lo:
+                candidate = np.sqrt(lo * hi)
+            else:
+                candidate = 0.5 * (lo + hi)
+        step_before_last = abs(candidate - q)
+        if step_before_last <= ROOT_RTOL * candidate:
             return candidate
         q = candidate
     return 0.5 * (lo + hi)
@@ -183,8 +190,9 @@ def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nu
     """PA updates over the rows of a CSR batch, in order (learn_many's loop in the kernel).
 
     Fills ``scores`` (before each update) and ``nus``; returns -1, or the index of the first
-    row that could not be applied (non-finite squared norm or score). Squared norms of all
-    rows are checked before the first update, so bad inputs apply nothing at all.
+    row that could not be applied (non-finite squared norm or score), and the number of rows
+    learned. Squared norms of all rows are checked before the first update, so bad inputs
+    apply nothing at all.
     """
     n_rows = indptr.shape[0] - 1
     for i in range(n_rows):
@@ -192,7 +200,7 @@ def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nu
         for k in range(indptr[i], indptr[i + 1]):
             s += values[k] * values[k]
         if not np.isfinite(s):
-            return i
+            return i, 0
     rank = WU.shape[1]
     hu = np.empty(rank)
     hv = np.empty(rank)
@@ -204,8 +212,8 @@ def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nu
         scores[i] = score
         nus[i] = nu
         if status != STEP_OK:
-            return i
-    return -1
+            return i, i
+    return -1, n_rows
 
 
 @numba.njit(**NJIT_OPTIONS)

@@ -59,9 +59,9 @@ def _linear_step(w, indices, values, bias, y, mode, C):
 def _linear_learn_batch(w, indptr, indices, values, bias, y, mode, C, scores, taus):
     """PA updates over the rows of a CSR batch, in order.
 
-    Fills ``scores`` (before each update) and ``taus``; returns the index of the first row
-    whose squared norm or score is not finite (nothing of it is applied) or -1. Squared norms
-    are checked for every row before the first update, so bad inputs apply nothing at all.
+    Fills ``scores`` (before each update) and ``taus``; returns (index of the first row whose
+    squared norm or score is not finite, or -1; number of rows learned). Squared norms are
+    checked for every row before the first update, so bad inputs apply nothing at all.
     """
     n_rows = indptr.shape[0] - 1
     for i in range(n_rows):
@@ -69,7 +69,7 @@ def _linear_learn_batch(w, indptr, indices, values, bias, y, mode, C, scores, ta
         for k in range(indptr[i], indptr[i + 1]):
             squared_norm += values[k] * values[k]
         if not np.isfinite(squared_norm):
-            return i
+            return i, 0
     for i in range(n_rows):
         start, stop = indptr[i], indptr[i + 1]
         status, score, tau = _linear_step(
@@ -78,8 +78,8 @@ def _linear_learn_batch(w, indptr, indices, values, bias, y, mode, C, scores, ta
         scores[i] = score
         taus[i] = tau
         if status != STEP_OK:
-            return i
-    return -1
+            return i, i
+    return -1, n_rows
 
 
 @numba.njit(**NJIT_OPTIONS)

@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from core.features import FeatureHasher, as_batch, as_row, batch_from_rows, check_n_features
+
+
+def test_dense_row():
+    indices, values = as_row([1.0, 0.0, 2.5], 3)
+    np.testing.assert_array_equal(indices, [0, 1, 2])
+    np.testing.assert_array_equal(values, [1.0, 0.0, 2.5])
+    assert indices.dtype == np.int64 and values.dtype == np.float64
+    assert not indices.flags.writeable
+    for bad, message in (
+        ([1.0, 2.0], "length 2, expected 3"),
+        ([1.0, np.nan, 0.0], "index 1 is not finite"),
+        (np.array([1.0, 0.0, np.inf]), "index 2 is not finite"),
+        (np.ones((1, 3)), "1-D"),
+        (["a", "b", "c"], "numbers"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            as_row(bad, 3)
+
+
+def test_sparse_row_canonicalises_duplicates():
+    indices, values = as_row(([5, 1, 5], [1.0, 2.0, 3.0]), 10)
+    np.testing.assert_array_equal(indices, [1, 5])
+    np.testing.assert_array_equal(values, [2.0, 4.0])
+    for bad, message in (
+        (([10], [1.0]), "index 10 .* out of range \\[0, 10\\)"),
+        (([-1], [1.0]), "out of range"),
+        (([1, 2], [1.0]), "2 indices but 1 values"),
+        (([1], [np.nan]), "not finite"),
+        (([1.5], [1.0]), "integers"),
+        (([1e308, 1], [1e308, 1e308]), "out of range"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            as_row(bad, 10)
+    # duplicates that overflow once summed are caught after canonicalisation
+    with pytest.raises(ValueError, match="not finite"):
+        as_row(([1, 1], [1.7e308, 1.7e308]), 10)
+    empty = as_row(([], []), 10)
+    assert empty[0].shape == (0,) and empty[0].dtype == np.int64
+
+
+def test_named_features_hashing_is_stable_and_signed():
+    hasher = FeatureHasher(2**20)
+    a = hasher.transform_one({"age": 31.0, "country": "fr", "member": True})
+    b = as_row({"member": True, "country": "fr", "age": 31.0}, 2**20)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert set(np.abs(a[1])) == {31.0, 1.0}
+    # strings are one-hot: a different value lands in another bucket
+    c = hasher.transform_one({"country": "de"})
+    assert c[0][0] not in set(hasher.transform_one({"country": "fr"})[0])
+    # signs are balanced over many names
+    signs = [hasher.transform_one({f"f{i}": 1.0})[1][0] for i in range(2000)]
+    assert abs(np.mean(signs)) < 0.1
+    for bad, message in (
+        ({"a": float("nan")}, "'a' is not finite"),
+        ({"a": None}, "'a' must be a number"),
+        ({"a": [1, 2]}, "must be a number"),
+        ({1: 2.0}, "names must be strings"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            hasher.transform_one(bad)
+
+
+def test_collisions_are_summed():
+    hasher = FeatureHasher(1)
+    indices, values = hasher.transform_one({"a": 1.0, "b": 2.0, "c": "x"})
+    assert indices.tolist() == [0] and values.shape == (1,)
+
+
+def test_batches_from_every_form_agree():
+    rng = np.random.default_rng(0)
+    dense = rng.standard_normal((5, 4)) * (rng.random((5, 4)) < 0.5)
+    from_dense = as_batch(dense, 4)
+    from_sparse = as_batch(sp.csr_matrix(dense), 4)
+    from_rows = as_batch([(np.flatnonzero(r), r[np.flatnonzero(r)]) for r in dense], 4)
+    for batch in (from_sparse, from_rows):
+        np.testing.assert_array_equal(batch.indptr, from_dense.indptr)
+        np.testing.assert_array_equal(batch.indices, from_dense.indices)
+        np.testing.assert_array_equal(batch.values, from_dense.values)
+    assert from_dense.n_rows == 5
+    row = from_dense.row(2)
+    np.testing.assert_array_equal(row[1], dense[2][dense[2] != 0])
+    assert as_batch(np.zeros((0, 4)), 4).n_rows == 0
+    assert batch_from_rows([]).n_rows == 0
+    unsorted = sp.csr_matrix(
+        (np.array([1.0, 2.0]), np.array([3, 1]), np.array([0, 2])), shape=(1, 4)
+    )
+    np.testing.assert_array_equal(as_batch(unsorted, 4).indices, [1, 3])
+
+
+def test_bad_batches_name_the_row():
+    dense = np.ones((3, 4))
+    dense[2, 1] = np.nan
+    with pytest.raises(ValueError, match="row 2: feature value at index 1"):
+        as_batch(dense, 4)
+    with pytest.raises(ValueError, match="3 columns, expected 4"):
+        as_batch(np.ones((2, 3)), 4)
+    with pytest.raises(ValueError, match="2-D"):
+        as_batch(np.ones(4), 4)
+    with pytest.raises(ValueError, match="row 1: "):
+        as_batch([[1.0, 2.0, 3.0, 4.0], [1.0]], 4)
+    bad_sparse = sp.csr_matrix(np.ones((2, 4)))
+    bad_sparse.data[5] = np.inf
+    with pytest.raises(ValueError, match="row 1: feature value"):
+        as_batch(bad_sparse, 4)
+    with pytest.raises(ValueError, match="shape"):
+        as_batch(sp.csr_matrix(np.ones((2, 5))), 4)
+
+
+def test_n_features_validation():
+    assert check_n_features(3) == 3
+    for bad in (0, -1, 2.0, True, "3"):
+        with pytest.raises(ValueError):
+            check_n_features(bad)
+
+
+def test_unreadable_example():
+    with pytest.raises(ValueError, match="cannot read an example"):
+        as_row("abc", 3)
+    with pytest.raises(ValueError, match="cannot read an example"):
+        as_row(3.0, 3)
