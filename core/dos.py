@@ -79,8 +79,9 @@ class DoSClassifier(BinaryClassifier):
     Attributes
     ----------
     U_, V_ : ndarray of shape (rank, n_features + 1)
-        The paper's U and V, bias column last: writable transposed views of feature-major
-        storage (a sparse example touches only the rows of its features).
+        The paper's U and V, bias column last: writable transposed views of one feature-major
+        array of shape (n_features + 1, 2 * rank) whose row j holds column j of U then of V
+        (a sparse example touches only the rows of its features, each contiguous).
     n_seen_ : int
         Examples learned. ``n_updates_`` : int, aggressive updates among them.
 
@@ -129,27 +130,25 @@ class DoSClassifier(BinaryClassifier):
         shape = (rank, n_features + 1)
         std = scale / np.sqrt(rank * (n_features + 1))
         rng = np.random.default_rng(seed)
-        # feature-major storage; U_ / V_ are its transposed views
-        self._WU = np.ascontiguousarray((rng.standard_normal(shape) * std).T)
-        self._WV = np.ascontiguousarray((rng.standard_normal(shape) * std).T)
-        self.U_ = self._WU.T
-        self.V_ = self._WV.T
+        # feature-major storage [U^T | V^T]; U_ / V_ are transposed views of its halves
+        U = rng.standard_normal(shape) * std
+        V = rng.standard_normal(shape) * std
+        self._W = np.ascontiguousarray(np.hstack([U.T, V.T]))
+        self.U_ = self._W[:, :rank].T
+        self.V_ = self._W[:, rank:].T
         self.n_seen_ = 0
         self.n_updates_ = 0
 
     def _learn_row(self, indices, values, y: float) -> Step:
-        rank = self.rank
         status, score, nu = _dos_step(
-            self._WU,
-            self._WV,
+            self._W,
             indices,
             values,
             y,
             self._mode,
             self._C,
             self.n_seen_,
-            np.empty(rank),
-            np.empty(rank),
+            np.empty(2 * self.rank),
         )
         if status != STEP_OK:
             raise ValueError("the example's squared norm or score overflows float64")
@@ -158,14 +157,13 @@ class DoSClassifier(BinaryClassifier):
         return Step(score, max(0.0, 1.0 - y * score), nu > 0.0)
 
     def _score_row(self, indices, values) -> float:
-        return _dos_score(self._WU, self._WV, indices, values)
+        return _dos_score(self._W, indices, values)
 
     def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         nus = np.zeros(batch.n_rows)
         failed, done = _dos_learn_batch(
-            self._WU,
-            self._WV,
+            self._W,
             batch.indptr,
             batch.indices,
             batch.values,
@@ -187,5 +185,5 @@ class DoSClassifier(BinaryClassifier):
 
     def _score_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty(batch.n_rows)
-        _dos_score_batch(self._WU, self._WV, batch.indptr, batch.indices, batch.values, scores)
+        _dos_score_batch(self._W, batch.indptr, batch.indices, batch.values, scores)
         return scores

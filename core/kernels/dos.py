@@ -1,10 +1,13 @@
 """Kernels of the difference-of-squares (DoS) passive-aggressive classifier.
 
 Saul, "An online passive-aggressive algorithm for difference-of-squares classification"
-(NeurIPS 2021), eqs (10) and (17)-(25). Parameters are stored feature-major: ``WU`` and
-``WV`` have shape (n_features + 1, rank), row ``j`` holding column ``j`` of the paper's
-``U`` / ``V`` and the last row the bias column, so a sparse example touches only the rows of
-its active features (cost O(rank * nnz)).
+(NeurIPS 2021), eqs (10) and (17)-(25). Parameters are stored feature-major in ONE array
+``W`` of shape (n_features + 1, 2 * rank): row ``j`` holds column ``j`` of the paper's ``U``
+(first ``rank`` entries) and of ``V`` (last ``rank`` entries), the last row the bias column.
+A sparse example touches only the rows of its active features (cost O(rank * nnz)), and each
+touched row is one contiguous run of 2 * rank floats: one pass computes ``U z`` and ``V z``
+together and one axpy applies both updates (half the cache lines and TLB misses of separate
+U and V arrays when n_features is large).
 
 Notation: z = [x, 1], s = |z|^2, a = |U z|^2, b = |V z|^2, score a - b. For the label y we
 call the "grow" side the matrix whose projection must lengthen (U for y = +1, V for y = -1)
@@ -32,42 +35,38 @@ STEP_NOT_FINITE = 1
 
 @numba.njit(**NJIT_OPTIONS)
 def _dos_project(W, indices, values, out):
-    """out = W^T z for the feature-major W: the bias row plus the active rows."""
+    """out = W^T z (U z then V z) over the bias row and the active rows."""
     bias_row = W.shape[0] - 1
-    rank = W.shape[1]
-    for r in range(rank):
+    width = W.shape[1]
+    for r in range(width):
         out[r] = W[bias_row, r]
     for k in range(indices.shape[0]):
         j = indices[k]
         v = values[k]
-        for r in range(rank):
+        for r in range(width):
             out[r] += v * W[j, r]
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _dos_squared_norm(h):
-    total = 0.0
-    for r in range(h.shape[0]):
-        total += h[r] * h[r]
-    return total
+def _dos_score_into(W, indices, values, h):
+    """|U z|^2 - |V z|^2 (eq 10), leaving [U z, V z] in h (length 2 * rank)."""
+    _dos_project(W, indices, values, h)
+    rank = W.shape[1] // 2
+    a = 0.0
+    b = 0.0
+    for r in range(rank):
+        a += h[r] * h[r]
+        b += h[rank + r] * h[rank + r]
+    return a, b
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _dos_score_into(WU, WV, indices, values, hu, hv):
-    """|U z|^2 - |V z|^2 (eq 10), leaving U z and V z in hu and hv."""
-    _dos_project(WU, indices, values, hu)
-    _dos_project(WV, indices, values, hv)
-    return _dos_squared_norm(hu) - _dos_squared_norm(hv)
-
-
-@numba.njit(**NJIT_OPTIONS)
-def _dos_score(WU, WV, indices, values):
+def _dos_score(W, indices, values):
     """Score of one example. Scratch is allocated here (2 x rank floats) so that concurrent
     readers never share a buffer."""
-    rank = WU.shape[1]
-    hu = np.empty(rank)
-    hv = np.empty(rank)
-    return _dos_score_into(WU, WV, indices, values, hu, hv)
+    h = np.empty(W.shape[1])
+    a, b = _dos_score_into(W, indices, values, h)
+    return a - b
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -121,30 +120,30 @@ def _dos_root(g, h, kappa):
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _dos_axpy_rows(W, indices, values, scale, h):
-    """W += scale * h z^T in feature-major form: row j += scale * z_j * h."""
+def _dos_axpy_rows(W, indices, values, s, delta):
+    """W += delta z^T / s in feature-major form: row j += (z_j / s) * delta."""
     bias_row = W.shape[0] - 1
-    rank = W.shape[1]
+    width = W.shape[1]
+    inverse = 1.0 / s
     for k in range(indices.shape[0]):
         j = indices[k]
-        c = scale * values[k]
-        for r in range(rank):
-            W[j, r] += c * h[r]
-    for r in range(rank):
-        W[bias_row, r] += scale * h[r]
+        c = values[k] * inverse
+        for r in range(width):
+            W[j, r] += c * delta[r]
+    for r in range(width):
+        W[bias_row, r] += inverse * delta[r]
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _dos_step(WU, WV, indices, values, y, mode, C, t, hu, hv):
-    """One passive-aggressive update, in place (eqs 17-20). hu, hv: scratch of length rank.
+def _dos_step(W, indices, values, y, mode, C, t, h):
+    """One passive-aggressive update of W in place (eqs 17-20). h: scratch of length 2 rank.
 
     ``t`` (the number of examples learned so far) picks the hidden unit that receives the
     update in the degenerate case. Returns (status, score before the update, nu), nu = 0
     when passive.
     """
-    score = _dos_score_into(WU, WV, indices, values, hu, hv)
-    a = _dos_squared_norm(hu)
-    b = a - score
+    a, b = _dos_score_into(W, indices, values, h)
+    score = a - b
     s = 1.0
     for k in range(indices.shape[0]):
         s += values[k] * values[k]
@@ -152,46 +151,47 @@ def _dos_step(WU, WV, indices, values, y, mode, C, t, hu, hv):
         return STEP_NOT_FINITE, score, 0.0
     if y * score >= 1.0:
         return STEP_OK, score, 0.0
+    rank = W.shape[1] // 2
     if y > 0.0:
-        g, h = a, b
+        g, shrink_norm, grow_at, shrink_at = a, b, 0, rank
     else:
-        g, h = b, a
+        g, shrink_norm, grow_at, shrink_at = b, a, rank, 0
     kappa = 0.25 / (C * s) if mode == 2 else 0.0
     q_min = max(0.0, 1.0 - 2.0 * C * s) if mode == 1 else 0.0
-    if q_min > 0.0 and _dos_residual(q_min, g, h, kappa) <= 0.0:
+    if q_min > 0.0 and _dos_residual(q_min, g, shrink_norm, kappa) <= 0.0:
         q = q_min  # PA-I: the multiplier hits its bound C before the margin is reached
     else:
-        q = _dos_root(g, h, kappa)
+        q = _dos_root(g, shrink_norm, kappa)
     nu = 1.0 - q
-    if y > 0.0:
-        W_grow, h_grow, W_shrink, h_shrink = WU, hu, WV, hv
-    else:
-        W_grow, h_grow, W_shrink, h_shrink = WV, hv, WU, hu
+    # h becomes the update direction delta: W += delta z^T / s
     if q > 0.0:
         # eq (19) / (20), grow side: + nu / (1 - nu) * (W z) z^T / s
-        _dos_axpy_rows(W_grow, indices, values, (nu / q) / s, h_grow)
+        grow = nu / q
+        for r in range(rank):
+            h[grow_at + r] *= grow
     else:
         # Footnote 1: g = 0, so W z = 0 and eq (19) is 0 * inf. The optimum of (17) gives the
         # grow side a projection of squared length p = 1 - kappa + h / 4 (the shrink side is
         # halved) in a direction of our choice: hidden unit t mod rank, which also breaks the
         # symmetry of a zero initialisation.
-        rank = h_grow.shape[0]
         for r in range(rank):
-            h_grow[r] = 0.0
-        h_grow[t % rank] = np.sqrt(1.0 - kappa + 0.25 * h)
-        _dos_axpy_rows(W_grow, indices, values, 1.0 / s, h_grow)
+            h[grow_at + r] = 0.0
+        h[grow_at + t % rank] = np.sqrt(1.0 - kappa + 0.25 * shrink_norm)
     # shrink side: - nu / (1 + nu) * (W z) z^T / s
-    _dos_axpy_rows(W_shrink, indices, values, -(nu / (2.0 - q)) / s, h_shrink)
+    shrink = -nu / (2.0 - q)
+    for r in range(rank):
+        h[shrink_at + r] *= shrink
+    _dos_axpy_rows(W, indices, values, s, h)
     return STEP_OK, score, nu
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nus):
+def _dos_learn_batch(W, indptr, indices, values, y, mode, C, t0, scores, nus):
     """PA updates over the rows of a CSR batch, in order (learn_many's loop in the kernel).
 
-    Fills ``scores`` (before each update) and ``nus``; returns -1, or the index of the first
-    row that could not be applied (non-finite squared norm or score), and the number of rows
-    learned. Squared norms of all rows are checked before the first update, so bad inputs
+    Fills ``scores`` (before each update) and ``nus``; returns (-1 or the index of the first
+    row that could not be applied (non-finite squared norm or score), number of rows
+    learned). Squared norms of all rows are checked before the first update, so bad inputs
     apply nothing at all.
     """
     n_rows = indptr.shape[0] - 1
@@ -201,13 +201,11 @@ def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nu
             s += values[k] * values[k]
         if not np.isfinite(s):
             return i, 0
-    rank = WU.shape[1]
-    hu = np.empty(rank)
-    hv = np.empty(rank)
+    h = np.empty(W.shape[1])
     for i in range(n_rows):
         start, stop = indptr[i], indptr[i + 1]
         status, score, nu = _dos_step(
-            WU, WV, indices[start:stop], values[start:stop], y[i], mode, C, t0 + i, hu, hv
+            W, indices[start:stop], values[start:stop], y[i], mode, C, t0 + i, h
         )
         scores[i] = score
         nus[i] = nu
@@ -217,11 +215,10 @@ def _dos_learn_batch(WU, WV, indptr, indices, values, y, mode, C, t0, scores, nu
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _dos_score_batch(WU, WV, indptr, indices, values, scores):
+def _dos_score_batch(W, indptr, indices, values, scores):
     """Scores of every row of a CSR batch."""
-    rank = WU.shape[1]
-    hu = np.empty(rank)
-    hv = np.empty(rank)
+    h = np.empty(W.shape[1])
     for i in range(indptr.shape[0] - 1):
         start, stop = indptr[i], indptr[i + 1]
-        scores[i] = _dos_score_into(WU, WV, indices[start:stop], values[start:stop], hu, hv)
+        a, b = _dos_score_into(W, indices[start:stop], values[start:stop], h)
+        scores[i] = a - b
