@@ -1,0 +1,445 @@
+"""Invariants of core/align.py: symmetries (eqs 11-16), Procrustes (26-27), averaging (28)."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from core.align import (
+    align,
+    aligned_average,
+    boost,
+    min_norm_boost,
+    procrustes,
+    running_average,
+)
+from core.dos import DoSClassifier
+from core.linear import LinearPA
+
+RTOL = 1e-9
+
+
+def random_model(rng, rank=3, n_columns=7, scale=1.0):
+    U, V = rng.standard_normal((2, rank, n_columns)) * scale
+    return U, V
+
+
+def random_orthogonal(rng, d):
+    """Haar-distributed orthogonal matrix (QR of a Gaussian with the sign of R's diagonal)."""
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    return Q * np.sign(np.diag(R))
+
+
+def classifier(U, V):
+    return U.T @ U - V.T @ V
+
+
+def sq_norm(U, V):
+    return float(np.sum(U * U) + np.sum(V * V))
+
+
+def assert_same_classifier(first, second, scale=None):
+    """U^T U - V^T V agree to RTOL relative to the parameters' squared norm."""
+    if scale is None:
+        scale = max(sq_norm(*first), sq_norm(*second), 1e-300)
+    difference = np.abs(classifier(*first) - classifier(*second)).max()
+    assert difference <= RTOL * scale, difference / scale
+
+
+def dos_scores(U, V, X):
+    Z = np.c_[X, np.ones(len(X))]
+    return np.sum((Z @ U.T) ** 2, axis=1) - np.sum((Z @ V.T) ** 2, axis=1)
+
+
+def dos_model(U, V):
+    """A DoSClassifier holding (U, V) (shape (rank, n_features + 1))."""
+    rank, n_columns = U.shape
+    model = DoSClassifier(n_features=n_columns - 1, rank=rank)
+    state = model.get_state()
+    state["arrays"]["U_"], state["arrays"]["V_"] = np.array(U), np.array(V)
+    model.set_state(state)
+    return model
+
+
+# -- boosts and rotations (eqs 11-14) ----------------------------------------------------------
+@pytest.mark.parametrize("seed", range(5))
+def test_boosts_and_rotations_leave_the_classifier_unchanged(seed):
+    rng = np.random.default_rng(seed)
+    U, V = random_model(rng)
+    X = rng.standard_normal((20, U.shape[1] - 1))
+    scores = dos_model(U, V).score_many(X)
+    assert np.allclose(scores, dos_scores(U, V, X), rtol=1e-12)
+    for phi in (-2.0, -0.3, 0.0, 0.7, 2.0):
+        boosted = boost(U, V, phi)
+        assert_same_classifier((U, V), boosted)
+        scale = sq_norm(*boosted)
+        assert np.abs(dos_model(*boosted).score_many(X) - scores).max() <= RTOL * scale * (
+            1 + np.abs(X).max() ** 2 * X.shape[1]
+        )
+    omega, lam = random_orthogonal(rng, 3), random_orthogonal(rng, 3)
+    rotated = (omega @ U, lam @ V)
+    assert_same_classifier((U, V), rotated)
+    assert np.allclose(dos_model(*rotated).score_many(X), scores, rtol=RTOL, atol=RTOL)
+    # a boost really moves the parameters (and changes their norm): the check is not vacuous
+    assert not np.allclose(boost(U, V, 0.7)[0], U)
+    assert not math.isclose(sq_norm(*boost(U, V, 0.7)), sq_norm(U, V))
+
+
+def test_boosts_compose_additively():
+    rng = np.random.default_rng(0)
+    U, V = random_model(rng)
+    twice = boost(*boost(U, V, 0.4), -1.1)
+    once = boost(U, V, -0.7)
+    assert np.allclose(twice[0], once[0], rtol=1e-12, atol=1e-12)
+    assert np.allclose(twice[1], once[1], rtol=1e-12, atol=1e-12)
+
+
+# -- minimum-norm boost (eqs 15-16) -------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(10))
+def test_min_norm_boost_is_the_minimum_over_a_dense_grid(seed):
+    rng = np.random.default_rng(seed)
+    U, V = random_model(rng, rank=2, n_columns=5)
+    V = V + rng.uniform(-1.5, 1.5) * U  # correlated U and V: a large optimal boost
+    U1, V1, phi = min_norm_boost(U, V)
+    # eq (16), the paper's form
+    ratio = 2 * np.sum(U * V) / sq_norm(U, V)
+    assert phi == pytest.approx(0.5 * np.arctanh(ratio), rel=1e-10, abs=1e-12)
+    # the returned arrays are the boost by phi*
+    expected = boost(U, V, phi)
+    assert np.allclose(U1, expected[0], rtol=1e-10, atol=1e-12)
+    assert np.allclose(V1, expected[1], rtol=1e-10, atol=1e-12)
+    assert_same_classifier((U, V), (U1, V1))
+    assert abs(np.sum(U1 * V1)) <= 1e-12 * sq_norm(U, V)
+    # never increases the norm; no boost on a grid does better
+    best = sq_norm(U1, V1)
+    assert best <= sq_norm(U, V) * (1 + 1e-12)
+    grid = np.linspace(phi - 4.0, phi + 4.0, 8001)
+    norms = np.array([sq_norm(*boost(U, V, p)) for p in grid])
+    assert best <= norms.min() * (1 + 1e-12)
+    assert abs(grid[np.argmin(norms)] - phi) <= 2e-3
+    # closed form of the minimum: |U + V| |U - V|
+    assert best == pytest.approx(np.linalg.norm(U + V) * np.linalg.norm(U - V), rel=1e-10)
+
+
+def test_min_norm_boost_is_idempotent_and_boost_invariant():
+    rng = np.random.default_rng(1)
+    U, V = random_model(rng)
+    U1, V1, _ = min_norm_boost(U, V)
+    for phi in (-1.5, 0.2, 3.0):
+        U2, V2, _ = min_norm_boost(*boost(U, V, phi))
+        assert np.allclose(U2, U1, rtol=1e-9, atol=1e-9)
+        assert np.allclose(V2, V1, rtol=1e-9, atol=1e-9)
+    U3, V3, phi3 = min_norm_boost(U1, V1)
+    assert abs(phi3) < 1e-12
+    assert np.allclose(U3, U1, rtol=1e-12, atol=1e-14)
+
+
+def test_min_norm_boost_degenerate_cases_are_finite():
+    rng = np.random.default_rng(2)
+    U, _ = random_model(rng)
+    zero = np.zeros_like(U)
+    # U = V = 0: already minimal
+    U1, V1, phi = min_norm_boost(zero, zero)
+    assert phi == 0.0 and not U1.any() and not V1.any()
+    # U = V and U = -V: the zero classifier; the infimum (0) is reached as phi -> +-inf
+    for V, sign in ((U, 1), (-U, -1)):
+        U1, V1, phi = min_norm_boost(U, V)
+        assert np.all(np.isfinite(U1)) and np.all(np.isfinite(V1))
+        assert not U1.any() and not V1.any()
+        assert phi == sign * math.inf
+        # boosts shrink (U, V) towards zero in that direction: zero is the infimum
+        assert sq_norm(*boost(U, V, sign * 10.0)) < 1e-6 * sq_norm(U, V)
+    # almost degenerate: rounding would push the artanh argument beyond +-1
+    V = U * (1 + 1e-16) + 1e-17 * rng.standard_normal(U.shape)
+    U1, V1, phi = min_norm_boost(U, V)
+    assert np.all(np.isfinite(U1)) and np.all(np.isfinite(V1))
+    assert phi > 10.0  # large and positive, or +inf if U - V rounds to zero
+    assert sq_norm(U1, V1) <= 1e-12 * sq_norm(U, V)
+    # one matrix zero, the other not: a genuine classifier, finite boost
+    U1, V1, phi = min_norm_boost(U, zero)
+    assert phi == 0.0 and np.array_equal(U1, U) and not V1.any()
+
+
+def test_validation():
+    rng = np.random.default_rng(0)
+    U, V = random_model(rng)
+    with pytest.raises(ValueError, match="phi"):
+        boost(U, V, math.nan)
+    with pytest.raises(ValueError, match="phi"):
+        boost(U, V, True)
+    with pytest.raises(ValueError, match="same shape"):
+        min_norm_boost(U, V[:, :-1])
+    with pytest.raises(ValueError, match="same shape"):
+        procrustes(U[0], V[0])
+    bad = U.copy()
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="finite"):
+        min_norm_boost(bad, V)
+    for m in (0, -1, 1.5, True, None):
+        with pytest.raises(ValueError, match="m "):
+            aligned_average((U, V), (U, V), m)
+    with pytest.raises(ValueError, match="average is required"):
+        aligned_average(None, (U, V), 2)
+
+
+# -- orthogonal Procrustes (eqs 26-27) ---------------------------------------------------------
+@pytest.mark.parametrize("seed", range(5))
+def test_procrustes_is_orthogonal_and_optimal(seed):
+    rng = np.random.default_rng(seed)
+    A, B = random_model(rng, rank=4, n_columns=9)
+    Q = procrustes(A, B)
+    assert np.allclose(Q.T @ Q, np.eye(4), atol=1e-12)
+    best = np.linalg.norm(Q @ A - B)
+    for _ in range(300):
+        R = random_orthogonal(rng, 4)
+        assert best <= np.linalg.norm(R @ A - B) + 1e-12
+    # scipy solves min |A R - B| over R; ours is its transpose problem
+    R, _ = scipy.linalg.orthogonal_procrustes(A.T, B.T)
+    assert np.allclose(Q, R.T, atol=1e-10)
+    # a known rotation is recovered exactly
+    omega = random_orthogonal(rng, 4)
+    assert np.allclose(procrustes(omega @ A, A), omega.T, atol=1e-10)
+
+
+def test_procrustes_degenerate():
+    Q = procrustes(np.zeros((3, 5)), np.zeros((3, 5)))
+    assert np.allclose(Q.T @ Q, np.eye(3))
+
+
+# -- alignment (section 3.4, steps 1-2) --------------------------------------------------------
+@pytest.mark.parametrize("seed", range(5))
+def test_align_recovers_the_reference_from_a_rotated_boosted_copy(seed):
+    rng = np.random.default_rng(seed)
+    U, V = random_model(rng, rank=3, n_columns=8)
+    omega = random_orthogonal(rng, 3)
+    phi = rng.uniform(-2, 2)
+    # one rotation for U and V: boosts and the rotation commute, alignment is exact
+    (U2, V2), (U1, V1) = align_pair((U, V), boost(omega @ U, omega @ V, phi))
+    reference = min_norm_boost(U, V)
+    assert np.allclose(U1, reference[0], rtol=1e-9, atol=1e-9)
+    assert np.allclose(V1, reference[1], rtol=1e-9, atol=1e-9)
+    assert np.allclose(U2, reference[0], rtol=1e-9, atol=1e-9)
+    assert np.allclose(V2, reference[1], rtol=1e-9, atol=1e-9)
+
+
+def align_pair(reference, other):
+    aligned, reference_min_norm = align(reference, other)
+    # the aligned model is always the same classifier as `other`
+    assert_same_classifier(aligned, other)
+    return aligned, reference_min_norm
+
+
+def test_align_with_independent_rotations():
+    rng = np.random.default_rng(7)
+    rank, n_columns = 3, 8
+    omega, lam = random_orthogonal(rng, rank), random_orthogonal(rng, rank)
+    # U V^T = 0 (orthogonal row spaces): <Omega U, Lambda V> = 0 too, alignment is exact
+    basis = random_orthogonal(rng, n_columns)
+    U = rng.standard_normal((rank, rank)) @ basis[:rank]
+    V = rng.standard_normal((rank, rank)) @ basis[rank : 2 * rank]
+    (U2, V2), (U1, V1) = align_pair((U, V), boost(omega @ U, lam @ V, 0.9))
+    assert np.allclose(U2, U, atol=1e-9) and np.allclose(V2, V, atol=1e-9)
+    assert np.allclose(U1, U, atol=1e-12) and np.allclose(V1, V, atol=1e-12)
+    # general (U, V): the classifier is kept (checked in align_pair), the alignment is a
+    # heuristic and the arrays need not match the reference
+    U, V = random_model(rng, rank, n_columns)
+    align_pair((U, V), boost(omega @ U, lam @ V, 0.9))
+
+
+# -- aligned averages (eq 28) ------------------------------------------------------------------
+@pytest.mark.parametrize("m", [2, 3, 10])
+def test_aligned_average_of_a_model_with_a_symmetric_copy_scores_like_the_model(m):
+    rng = np.random.default_rng(m)
+    U, V = random_model(rng)
+    X = rng.standard_normal((30, U.shape[1] - 1))
+    scores = dos_scores(U, V, X)
+    omega = random_orthogonal(rng, 3)
+    copy = boost(omega @ U, omega @ V, -1.3)
+    Ua, Va = aligned_average(boost(U, V, 0.5), copy, m)
+    assert_same_classifier((Ua, Va), (U, V))
+    assert np.allclose(dos_model(Ua, Va).score_many(X), scores, rtol=1e-9, atol=1e-9)
+
+
+def test_aligned_average_of_opposite_models_is_not_zero():
+    rng = np.random.default_rng(4)
+    U, V = random_model(rng)
+    X = rng.standard_normal((30, U.shape[1] - 1))
+    scores = dos_scores(U, V, X)
+    # the paper's example: (U, V) and (-U, -V) are the same classifier...
+    assert np.allclose(dos_scores(-U, -V, X), scores)
+    # ...whose plain average is the zero model, which scores 0 everywhere
+    plain = (0.5 * (U + -U), 0.5 * (V + -V))
+    assert not plain[0].any() and not plain[1].any()
+    assert not dos_model(*plain).score_many(X).any()
+    # the aligned average is the min-norm form of (U, V): same scores
+    Ua, Va = aligned_average((U, V), (-U, -V), 2)
+    assert sq_norm(Ua, Va) == pytest.approx(sq_norm(*min_norm_boost(U, V)[:2]), rel=1e-12)
+    assert np.allclose(dos_model(Ua, Va).score_many(X), scores, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("m", [1, 2, 5])
+def test_averaging_identical_models_is_the_identity_up_to_the_boost(m):
+    rng = np.random.default_rng(m)
+    U, V = random_model(rng)
+    U1, V1, _ = min_norm_boost(U, V)
+    Ua, Va = aligned_average((U, V), (U, V), m)
+    assert np.allclose(Ua, U1, rtol=1e-12, atol=1e-12)
+    assert np.allclose(Va, V1, rtol=1e-12, atol=1e-12)
+    # an average already in min-norm form is kept as is
+    Ub, Vb = aligned_average((U1, V1), (U, V), m)
+    assert np.allclose(Ub, U1, rtol=1e-12, atol=1e-12)
+
+
+def test_aligned_average_of_degenerate_models_is_finite():
+    rng = np.random.default_rng(5)
+    U, V = random_model(rng)
+    zero = np.zeros_like(U)
+    for average, new in [
+        ((zero, zero), (zero, zero)),
+        ((U, U), (U, V)),
+        ((U, V), (U, U)),
+        ((U, V), (-V, -V)),
+        ((zero, zero), (U, V)),
+    ]:
+        Ua, Va = aligned_average(average, new, 2)
+        assert np.all(np.isfinite(Ua)) and np.all(np.isfinite(Va))
+    # a zero classifier in the average weighs the other model by 1/2
+    Ua, Va = aligned_average((U, U), (U, V), 2)
+    U1, V1, _ = min_norm_boost(U, V)
+    assert np.allclose(Ua, U1 / 2) and np.allclose(Va, V1 / 2)
+
+
+# -- running averages of whole states ----------------------------------------------------------
+def binary_stream(n=70, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0, 1, -1)
+    return X, y
+
+
+def test_running_average_of_linear_states_is_the_mean_of_snapshots():
+    X, y = binary_stream()
+    model = LinearPA(n_features=4, mode="pa1", C=0.5)
+    average, snapshots = None, []
+    for i, (x_i, y_i) in enumerate(zip(X, y, strict=True)):
+        model.learn_one(x_i, y_i)
+        if (i + 1) % 10 == 0:
+            state = model.get_state()
+            snapshots.append(state["arrays"]["w_"].copy())
+            average = running_average(average, state, len(snapshots))
+    assert len(snapshots) == 7
+    mean = np.mean(snapshots, axis=0)
+    assert np.allclose(average["arrays"]["w_"], mean, rtol=1e-12, atol=1e-15)
+    assert not np.allclose(mean, model.w_)  # the average really differs from the live model
+    # scalars and hyperparameters come from the newest state; the result loads
+    assert average["scalars"] == model.get_state()["scalars"]
+    target = LinearPA(n_features=4, mode="pa1", C=0.5)
+    target.set_state(average)
+    assert np.allclose(target.score_many(X), X @ mean[:-1] + mean[-1])
+
+
+def test_running_average_of_identical_states_is_the_identity():
+    X, y = binary_stream()
+    linear = LinearPA(n_features=4)
+    dos = DoSClassifier(n_features=4, rank=2, seed=3)
+    linear.learn_many(X, y)
+    dos.learn_many(X, y)
+    state = linear.get_state()
+    average = running_average(None, state, 1)
+    for m in range(2, 5):
+        average = running_average(average, state, m)
+    assert np.array_equal(average["arrays"]["w_"], linear.w_)
+    state = dos.get_state()
+    U1, V1, _ = min_norm_boost(dos.U_, dos.V_)
+    average = running_average(None, state, 1)
+    assert np.allclose(average["arrays"]["U_"], U1, rtol=1e-12, atol=1e-14)
+    for m in range(2, 5):
+        average = running_average(average, state, m)
+    assert np.allclose(average["arrays"]["U_"], U1, rtol=1e-10, atol=1e-12)
+    assert np.allclose(average["arrays"]["V_"], V1, rtol=1e-10, atol=1e-12)
+    loaded = DoSClassifier(n_features=4, rank=2, seed=3)
+    loaded.set_state(average)
+    assert np.allclose(loaded.score_many(X), dos.score_many(X), rtol=1e-9, atol=1e-9)
+
+
+def test_running_average_aligns_dos_pairs_of_composite_states():
+    rng = np.random.default_rng(6)
+    U, V = random_model(rng, rank=2, n_columns=5)
+    w_old, w_new = rng.standard_normal((2, 5))
+
+    def state(U, V, w, counts, n_seen):
+        return {
+            "kind": "Composite",
+            "params": {"members": [{"kind": "DoSClassifier", "params": {"rank": 2}}]},
+            "arrays": {
+                "0.U_": U,
+                "0.V_": V,
+                "3.w_": w,
+                "counts_": counts,
+                "aU_": U[0],
+                "aV_": V[0],
+            },
+            "scalars": {"n_seen_": n_seen, "0.n_seen_": n_seen},
+        }
+
+    first = state(U, V, w_old, np.array([1, 2]), 10)
+    second = state(-U, -V, w_new, np.array([3, 4]), 20)
+    average = running_average(running_average(None, first, 1), second, 2)
+    arrays = average["arrays"]
+    # the DoS pair is aligned: (U, V) and (-U, -V) average to (U, V)'s min-norm form
+    U1, V1, _ = min_norm_boost(U, V)
+    assert np.allclose(arrays["0.U_"], U1, atol=1e-12)
+    assert np.allclose(arrays["0.V_"], V1, atol=1e-12)
+    # other float arrays are plain means, also "aU_"/"aV_" (not named U_ / V_)
+    assert np.allclose(arrays["3.w_"], (w_old + w_new) / 2, rtol=1e-15)
+    assert np.allclose(arrays["aU_"], 0.0) and np.allclose(arrays["aV_"], 0.0)
+    # integer arrays and scalars come from the newest state
+    assert np.array_equal(arrays["counts_"], [3, 4])
+    assert average["scalars"] == {"n_seen_": 20, "0.n_seen_": 20}
+    assert list(arrays) == list(second["arrays"])
+    assert all(a.flags.c_contiguous for a in arrays.values())
+    # the result shares nothing with its inputs
+    assert not any(np.shares_memory(arrays[k], second["arrays"][k]) for k in arrays)
+    average["params"]["members"][0]["params"]["rank"] = 99
+    assert second["params"]["members"][0]["params"]["rank"] == 2
+
+
+def test_running_average_refuses_mismatched_states():
+    X, y = binary_stream()
+    a = LinearPA(n_features=4).get_state()
+    b = LinearPA(n_features=4, mode="pa1").get_state()
+    c = LinearPA(n_features=3).get_state()
+    d = DoSClassifier(n_features=4).get_state()
+    with pytest.raises(ValueError, match="different models"):
+        running_average(a, b, 2)
+    with pytest.raises(ValueError, match="different models"):
+        running_average(a, d, 2)
+    c["params"] = a["params"]
+    with pytest.raises(ValueError, match="shape"):
+        running_average(a, c, 2)
+    with pytest.raises(ValueError, match="average_state is required"):
+        running_average(None, a, 3)
+    with pytest.raises(ValueError, match="get_state"):
+        running_average(None, {"arrays": {}}, 1)
+    odd = {"kind": "K", "params": {}, "arrays": {"U_": np.zeros((2, 3)), "V_": np.zeros((3, 3))}}
+    odd["scalars"] = {}
+    with pytest.raises(ValueError, match="one shape"):
+        running_average(None, odd, 1)
+
+
+def test_running_average_of_degenerate_dos_states_is_finite():
+    model = DoSClassifier(n_features=3, rank=2, seed=2)
+    zero = model.get_state()
+    zero["arrays"]["U_"][...] = 0.0
+    zero["arrays"]["V_"][...] = 0.0
+    same = model.get_state()
+    same["arrays"]["V_"] = same["arrays"]["U_"].copy()  # U = V: the zero classifier
+    for first, second in ((zero, same), (same, zero), (same, model.get_state())):
+        average = running_average(running_average(None, first, 1), second, 2)
+        for array in average["arrays"].values():
+            assert np.all(np.isfinite(array))
+        model.set_state(average)
+    # the zero model and U = V average to the zero model
+    model.set_state(running_average(running_average(None, zero, 1), same, 2))
+    assert not model.U_.any() and not model.V_.any()

@@ -1,0 +1,240 @@
+"""Averaged: the generic suite, learn_one == learn_many, and the averages it keeps (eq 28)."""
+
+import numpy as np
+import pytest
+
+from core.align import aligned_average
+from core.averaging import Averaged
+from core.base import Estimator, Step, Steps, from_state, params_spec
+from core.dos import DoSClassifier
+from core.linear import LinearPA
+from tests.generic import check_estimator, digest
+
+
+def binary_stream(n=60, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0, 1, -1)
+    return X, y
+
+
+class _TwoHeads(Estimator):
+    """A composite test model (children "0" and "1"): the sum of a linear and a DoS score."""
+
+    def __init__(self, *, n_features: int, seed: int = 0):
+        self.n_features = n_features
+        self.seed = seed
+        self.heads_ = [
+            LinearPA(n_features=n_features),
+            DoSClassifier(n_features=n_features, rank=2, seed=seed),
+        ]
+
+    def _children(self):
+        return [(str(i), head) for i, head in enumerate(self.heads_)]
+
+    def learn_one(self, x, y):
+        return [head.learn_one(x, y) for head in self.heads_]
+
+    def learn_many(self, X, y):
+        return [head.learn_many(X, y) for head in self.heads_]
+
+    def score_one(self, x):
+        return sum(head.score_one(x) for head in self.heads_)
+
+    def score_many(self, X):
+        return sum(np.asarray(head.score_many(X)) for head in self.heads_)
+
+    def predict_one(self, x):
+        return 1 if self.score_one(x) > 0 else -1
+
+    def predict_many(self, X):
+        return np.where(self.score_many(X) > 0, 1, -1)
+
+
+FACTORIES = {
+    "linear-7": lambda: Averaged(model=LinearPA(n_features=5), interval=7),
+    "dos-5": lambda: Averaged(model=DoSClassifier(n_features=5, rank=3, seed=1), interval=5),
+    "dos-pa2-1": lambda: Averaged(
+        model=DoSClassifier(n_features=5, rank=2, mode="pa2", C=0.2, init_scale=0.0), interval=1
+    ),
+    "linear-never": lambda: Averaged(model=LinearPA(n_features=5, mode="pa1"), interval=1000),
+    "composite-4": lambda: Averaged(model=_TwoHeads(n_features=5, seed=2), interval=4),
+    "nested": lambda: Averaged(
+        model=Averaged(model=DoSClassifier(n_features=5, rank=2), interval=3), interval=8
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_generic_suite(name):
+    X, y = binary_stream()
+    check_estimator(FACTORIES[name], X, y)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_learn_one_and_learn_many_are_identical(name):
+    factory = FACTORIES[name]
+    X, y = binary_stream(n=83, seed=1)
+    one = factory()
+    results = [one.learn_one(x_i, y_i) for x_i, y_i in zip(X, y, strict=True)]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        many = factory()
+        cuts = np.sort(rng.choice(np.arange(1, len(X)), size=6, replace=False))
+        bounds = [0, *cuts, len(X)]
+        batch_results = []
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            batch_results.append(many.learn_many(X[start:stop], y[start:stop]))
+            assert many.n_seen_ == stop
+        assert digest(many) == digest(one)
+        assert many.n_averaged_ == len(X) // many.interval
+        if isinstance(results[0], Step):
+            scores = np.concatenate([r.scores for r in batch_results])
+            assert np.array_equal(scores, [r.score for r in results])
+    # one big batch, also as a list of rows
+    whole = factory()
+    steps = whole.learn_many(list(X), list(y))
+    assert digest(whole) == digest(one)
+    if isinstance(steps, Steps):
+        assert len(steps.scores) == len(X)
+        assert np.array_equal(steps.aggressive, [r.aggressive for r in results])
+
+
+def test_averaged_linear_model_is_the_mean_of_snapshots():
+    X, y = binary_stream(n=100, seed=3)
+    interval = 7
+    model = Averaged(model=LinearPA(n_features=5, mode="pa2", C=0.3), interval=interval)
+    by_hand = LinearPA(n_features=5, mode="pa2", C=0.3)
+    snapshots = []
+    for i, (x_i, y_i) in enumerate(zip(X, y, strict=True)):
+        step = model.learn_one(x_i, y_i)
+        assert step == by_hand.learn_one(x_i, y_i)  # returns what the live model returns
+        if (i + 1) % interval == 0:
+            snapshots.append(by_hand.w_.copy())
+    assert model.n_averaged_ == len(snapshots) == 14
+    mean = np.mean(snapshots, axis=0)
+    assert np.allclose(model.average_.w_, mean, rtol=1e-12, atol=1e-15)
+    assert np.array_equal(model.live_.w_, by_hand.w_)
+    assert not np.allclose(mean, by_hand.w_)
+    assert np.allclose(model.score_many(X), X @ mean[:-1] + mean[-1], rtol=1e-12, atol=1e-12)
+    assert np.array_equal(model.score_many(X, variant="live"), by_hand.score_many(X))
+    assert model.score_one(X[0]) == pytest.approx(X[0] @ mean[:-1] + mean[-1], rel=1e-12)
+    # the same through learn_many
+    batched = Averaged(model=LinearPA(n_features=5, mode="pa2", C=0.3), interval=interval)
+    batched.learn_many(X, y)
+    assert np.array_equal(batched.average_.w_, model.average_.w_)
+
+
+def test_averaged_dos_model_differs_from_live_and_is_the_aligned_average():
+    X, y = binary_stream(n=120, seed=4)
+    interval = 5
+    model = Averaged(model=DoSClassifier(n_features=5, rank=3, seed=1), interval=interval)
+    live = DoSClassifier(n_features=5, rank=3, seed=1)
+    average = None
+    for i, (x_i, y_i) in enumerate(zip(X, y, strict=True)):
+        model.learn_one(x_i, y_i)
+        live.learn_one(x_i, y_i)
+        if (i + 1) % interval == 0:
+            m = (i + 1) // interval
+            average = aligned_average(average, (live.U_.copy(), live.V_.copy()), m)
+    assert model.n_averaged_ == 24
+    assert np.allclose(model.average_.U_, average[0], rtol=1e-12, atol=1e-12)
+    assert np.allclose(model.average_.V_, average[1], rtol=1e-12, atol=1e-12)
+    averaged_scores = model.score_many(X)
+    live_scores = model.score_many(X, variant="live")
+    assert np.array_equal(live_scores, live.score_many(X))
+    assert np.all(np.isfinite(averaged_scores))
+    assert not np.allclose(averaged_scores, live_scores, rtol=1e-3)
+    assert np.array_equal(model.predict_many(X), np.where(averaged_scores > 0, 1, -1))
+    assert model.predict_one(X[0]) == (1 if averaged_scores[0] > 0 else -1)
+    assert model.predict_one(X[0], variant="live") == live.predict_one(X[0])
+
+
+def test_before_the_first_averaging_step_the_averaged_variant_is_the_live_model():
+    X, y = binary_stream()
+    model = Averaged(model=DoSClassifier(n_features=5, rank=2, seed=5), interval=50)
+    fresh = model.clone()
+    model.learn_many(X[:49], y[:49])
+    assert model.n_averaged_ == 0
+    assert digest(model.average_) == digest(fresh.average_)  # untouched
+    assert np.array_equal(model.score_many(X), model.score_many(X, variant="live"))
+    assert np.array_equal(model.predict_many(X), model.live_.predict_many(X))
+    model.learn_one(X[49], y[49])
+    assert model.n_averaged_ == 1
+    # m = 1: the average is the live model in min-norm form, the same classifier
+    assert np.allclose(model.score_many(X), model.score_many(X, variant="live"), atol=1e-9)
+    assert not np.allclose(model.average_.U_, model.live_.U_)
+
+
+def test_variant_validation():
+    X, _ = binary_stream()
+    model = Averaged(model=LinearPA(n_features=5), interval=3)
+    for bad in ("average", "LIVE", None, 1):
+        for method in (model.score_one, model.predict_one):
+            with pytest.raises(ValueError, match="variant"):
+                method(X[0], variant=bad)
+        for method in (model.score_many, model.predict_many):
+            with pytest.raises(ValueError, match="variant"):
+                method(X, variant=bad)
+
+
+def test_constructor_validation_and_params():
+    for interval in (0, -3, 2.5, True, "10", None):
+        with pytest.raises(ValueError, match="interval"):
+            Averaged(model=LinearPA(n_features=2), interval=interval)
+    with pytest.raises(ValueError, match="Estimator"):
+        Averaged(model="LinearPA", interval=2)
+    inner = LinearPA(n_features=2, mode="pa1", C=0.5)
+    model = Averaged(model=inner, interval=3)
+    assert model.get_params() == {"model": inner, "interval": 3}
+    assert params_spec(model) == {
+        "model": {"kind": "LinearPA", "params": params_spec(inner)},
+        "interval": 3,
+    }
+    assert model.n_features == 2 and model.classes_ == (-1, 1)
+    # the template passed in is never learned from
+    before = digest(inner)
+    model.learn_many(np.ones((10, 2)), [1] * 10)
+    assert digest(inner) == before
+    assert model.live_ is not inner and model.average_ is not model.live_
+
+
+def test_state_round_trip_holds_both_models():
+    X, y = binary_stream()
+    model = Averaged(model=DoSClassifier(n_features=5, rank=2, seed=3), interval=6)
+    model.learn_many(X, y)
+    state = model.get_state()
+    assert set(state["arrays"]) == {"live.U_", "live.V_", "average.U_", "average.V_"}
+    assert state["scalars"]["n_seen_"] == 60 and state["scalars"]["n_averaged_"] == 10
+    rebuilt = from_state(state)
+    assert digest(rebuilt) == digest(model)
+    assert np.array_equal(rebuilt.score_many(X), model.score_many(X))
+    assert np.array_equal(rebuilt.score_many(X, variant="live"), model.score_many(X, "live"))
+    # learning continues identically after a reload
+    model.learn_many(X[:20], y[:20])
+    rebuilt.learn_many(X[:20], y[:20])
+    assert digest(rebuilt) == digest(model)
+
+
+def test_a_refused_batch_across_averaging_boundaries_changes_nothing():
+    X, y = binary_stream()
+    model = Averaged(model=DoSClassifier(n_features=5, rank=2, seed=3), interval=4)
+    model.learn_many(X[:10], y[:10])
+    reference = digest(model)
+    bad = X[10:30].copy()
+    bad[-1, 2] = np.nan  # refused in the last chunk, after several averaging steps
+    with pytest.raises(ValueError):
+        model.learn_many(bad, y[10:30])
+    assert digest(model) == reference
+    bad_labels = np.array(y[10:30])
+    bad_labels[15] = 0
+    with pytest.raises(ValueError):
+        model.learn_many(X[10:30], bad_labels)
+    assert digest(model) == reference
+    with pytest.raises(ValueError, match="labels"):
+        model.learn_many(X[10:30], y[10:29])
+    with pytest.raises(ValueError, match="2-D"):
+        model.learn_many(X[10], y[10:11])
+    assert digest(model) == reference
+    model.learn_many(X[10:30], y[10:30])
+    assert model.n_seen_ == 30 and model.n_averaged_ == 7
