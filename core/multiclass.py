@@ -1,0 +1,503 @@
+"""Multiclass reductions of binary classifiers: one-vs-one and one-vs-rest.
+
+Both wrap any binary model of ``core.base`` (labels -1 / +1) and keep one clone of it per
+binary problem. Section 4 of Saul 2021 (``../shared/papers/dos-passive-aggressive.txt``)
+computes ten-way error rates on handwritten digits "from the majority votes of
+45 = (10 * 9) / 2 pairwise classifiers": that is :class:`OneVsOne`.
+
+An example is validated once (``core.features.as_row`` / ``as_batch``) and its label is mapped
+to a class index once; the sub-models then run their internal methods (``_learn_row``,
+``_score_row``, ``_learn_batch``, ``_score_batch``) on the validated row, so a one-vs-one
+``learn_one`` over 10 classes does not validate the same example 45 times. Everything that can
+make a sub-model refuse an example (a bad row or label, a squared norm or score that overflows
+float64) is checked before the first sub-model learns, so a bad example changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.base import BinaryClassifier, Estimator
+from core.config import INDEX
+from core.features import CSRBatch, as_batch, as_row
+
+Label = int | str
+
+#: Rows whose values are all below sqrt(_SAFE_SQUARED_NORM / nnz) in magnitude cannot overflow
+#: the squared norm in any summation order; larger rows are checked in the kernels' order.
+_SAFE_SQUARED_NORM = 1e300
+
+
+@dataclass(frozen=True)
+class MulticlassStep:
+    """What one multiclass ``learn_one`` did.
+
+    ``predicted``: the label the model predicted before the update (progressive validation:
+    the paper's error rates on training examples); ``loss``: the sum of the hinge losses,
+    before the update, of the binary models that learned from the example (all of them for
+    one-vs-rest, the ``n_classes - 1`` pairs of the example's class for one-vs-one);
+    ``n_aggressive``: how many of those binary models made an aggressive update.
+    """
+
+    predicted: Label
+    loss: float
+    n_aggressive: int
+
+
+@dataclass(frozen=True)
+class MulticlassSteps:
+    """What one multiclass ``learn_many`` did, per example: ``losses`` (float, shape (n,))
+    and ``n_aggressive`` (int, shape (n,)) mean what they mean in :class:`MulticlassStep`,
+    and are bit-identical to the ``learn_one`` loop's.
+
+    There is no ``predicted``: one-vs-one learns a batch pair by pair, so the votes of the
+    pairs that do not learn from an example are never computed at that example's time. Call
+    ``predict_many`` before ``learn_many`` for the batch-start predictions, or ``learn_one``
+    for exact progressive validation.
+    """
+
+    losses: np.ndarray
+    n_aggressive: np.ndarray
+
+
+class _Reduction:
+    """Parameter checks, label mapping and prediction plumbing shared by the reductions.
+
+    A mixin rather than an ``Estimator`` subclass so that it is not registered as a model
+    kind of its own (``core.base.MODEL_KINDS``).
+    """
+
+    _scalars = ("n_seen_",)
+    base: BinaryClassifier
+    models_: list[BinaryClassifier]
+
+    def _setup(self, base, classes) -> None:
+        if not isinstance(base, BinaryClassifier):
+            raise ValueError(
+                f"base must be a binary classifier of core (labels -1/+1), got {base!r}"
+            )
+        self.classes_ = _check_classes(classes)
+        self._string_classes = isinstance(self.classes_[0], str)
+        self._index = {label: k for k, label in enumerate(self.classes_)}
+        self._labels = np.array(self.classes_, dtype=object if self._string_classes else INDEX)
+        # for vectorised label lookups: classes sorted, and their positions in classes_
+        self._sort = np.argsort(self._labels.astype(str) if self._string_classes else self._labels)
+        self._sorted = self._labels[self._sort].astype(str if self._string_classes else INDEX)
+        self._known = [c.item() if isinstance(c, np.generic) else c for c in self.classes_]
+        self.n_seen_ = 0
+
+    @property
+    def n_features(self) -> int:
+        """Dimension of the inputs (the base model's)."""
+        return self.base.n_features
+
+    def _children(self) -> list[tuple[str, Estimator]]:
+        return [(str(k), model) for k, model in enumerate(self.models_)]
+
+    # -- labels ------------------------------------------------------------------------
+    def _class_index(self, y) -> int:
+        if self._string_classes:
+            valid_type = isinstance(y, str)
+        else:
+            valid_type = isinstance(y, int | np.integer) and not isinstance(y, bool)
+        k = self._index.get(y) if valid_type else None
+        if k is None:
+            raise ValueError(f"unknown label {y!r}: the known classes are {self._known}")
+        return k
+
+    def _class_indices(self, y, n_rows: int) -> np.ndarray:
+        """Class indices of a batch's labels: one known label per row."""
+        if isinstance(y, np.ndarray):
+            if y.ndim != 1:
+                raise ValueError(f"labels of a batch must be 1-D, got shape {y.shape}")
+        elif isinstance(y, str | bytes | dict):
+            raise ValueError("labels of a batch must be a sequence, one label per row")
+        else:
+            try:
+                y = list(y)
+            except TypeError:
+                raise ValueError(
+                    "labels of a batch must be a sequence, one label per row"
+                ) from None
+        if len(y) != n_rows:
+            raise ValueError(f"got {len(y)} labels for {n_rows} rows")
+        fast = isinstance(y, np.ndarray) and y.dtype.kind == ("U" if self._string_classes else "i")
+        if fast:
+            position = np.minimum(np.searchsorted(self._sorted, y), len(self._sorted) - 1)
+            unknown = np.flatnonzero(self._sorted[position] != y)
+            if unknown.size == 0:
+                return self._sort[position].astype(INDEX)
+            first = int(unknown[0])
+            raise ValueError(
+                f"label at row {first}: unknown label {y[first].item()!r}: "
+                f"the known classes are {self._known}"
+            )
+        indices = np.empty(n_rows, dtype=INDEX)
+        for i, label in enumerate(y):
+            try:
+                indices[i] = self._class_index(label)
+            except ValueError as error:
+                raise ValueError(f"label at row {i}: {error}") from None
+        return indices
+
+    # -- prediction --------------------------------------------------------------------
+    def _model_scores_row(self, indices, values) -> np.ndarray:
+        return np.array([model._score_row(indices, values) for model in self.models_])
+
+    def _model_scores_batch(self, batch: CSRBatch) -> np.ndarray:
+        scores = np.empty((batch.n_rows, len(self.models_)))
+        for k, model in enumerate(self.models_):
+            scores[:, k] = model._score_batch(batch)
+        return scores
+
+    def _winners(self, model_scores: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def predict_one(self, x) -> Label:
+        """The predicted class of one example (as given in ``classes``)."""
+        indices, values = as_row(x, self.n_features)
+        winner = self._winners(self._model_scores_row(indices, values)[None, :])[0]
+        return self.classes_[winner]
+
+    def predict_many(self, X) -> np.ndarray:
+        """Predicted classes of a batch: int64 array for int classes, object array for strings."""
+        batch = as_batch(X, self.n_features)
+        return self._labels[self._winners(self._model_scores_batch(batch))]
+
+    # -- learning checks -----------------------------------------------------------------
+    def _check_learnable_row(self, indices, values, model_scores, learners) -> None:
+        """Refuse, before any update, a row that one of ``learners`` would refuse."""
+        _check_squared_norms(CSRBatch(np.array([0, len(values)], dtype=INDEX), indices, values))
+        bad = [k for k in learners if not np.isfinite(model_scores[k])]
+        if bad:
+            raise ValueError(
+                f"the example's score overflows float64 in binary model {bad[0]} "
+                f"({self._describe(bad[0])}); no model was updated"
+            )
+
+    def _describe(self, k: int) -> str:  # pragma: no cover
+        raise NotImplementedError
+
+
+class OneVsOne(_Reduction, Estimator):
+    r"""One-vs-one multiclass classifier: majority vote of pairwise binary classifiers.
+
+    For ``n`` classes, one clone of ``base`` per unordered pair ``(i, j)``, ``i < j`` in the
+    order of ``classes`` (``n (n - 1) / 2`` of them: the 45 pairwise classifiers of section 4
+    of Saul 2021 for the 10 digits). Pair ``(i, j)`` learns only from examples of classes i
+    and j, with label +1 for ``classes[i]`` and -1 for ``classes[j]``.
+
+    **Prediction.** With ``f_ij(x)`` the score of pair (i, j), class i gets the pair's vote
+    when ``f_ij(x) > 0`` and class j otherwise (the binary models' own rule), and
+
+        votes_c = #{d : c wins pair {c, d}},      confidence_c = sum_{d > c} f_cd - sum_{d < c} f_dc
+
+    (the scores signed towards c, over all pairs of c). The prediction is the class with the
+    most votes; ties go to the highest confidence among the tied classes, then to the lowest
+    class index. A fresh linear model scores 0 everywhere, so every pair votes for its second
+    class and the last class wins.
+
+    ``learn_many`` splits a batch per pair, preserving order, and hands each pair its
+    sub-batch in one kernel call: pairs are independent, so the model is bit-identical to the
+    ``learn_one`` loop's.
+
+    Parameters
+    ----------
+    base : BinaryClassifier
+        The binary model (labels -1/+1) cloned for every pair; it is not trained itself.
+    classes : list of int or list of str
+        At least two distinct labels, all ints or all strings; stored as given. Their order
+        fixes the pairs and breaks the last ties.
+
+    Attributes
+    ----------
+    classes_ : tuple
+        ``classes`` as a tuple.
+    pairs_ : tuple of (int, int)
+        The class indices ``(i, j)`` of each pair, in lexicographic order.
+    models_ : list of BinaryClassifier
+        The pairwise models, ``models_[p]`` for ``pairs_[p]``; their arrays appear in the
+        state as ``"{p}.{name}"`` (e.g. ``"0.U_"`` of shape (rank, n_features + 1)).
+    n_seen_ : int
+        Examples learned.
+
+    Examples
+    --------
+    >>> from core.dos import DoSClassifier
+    >>> model = OneVsOne(base=DoSClassifier(n_features=2, rank=2, seed=0), classes=["a", "b", "c"])
+    >>> stream = [([1.0, 0.0], "a"), ([0.0, 1.0], "b"), ([-1.0, -1.0], "c")] * 3
+    >>> steps = [model.learn_one(x, y) for x, y in stream]
+    >>> model.pairs_, model.predict_one([0.9, 0.1]), list(model.predict_many([[0.1, 0.9]]))
+    (((0, 1), (0, 2), (1, 2)), 'a', ['b'])
+    >>> votes, confidence = model.decision_one([-1.0, -1.0])
+    >>> votes
+    array([0, 1, 2])
+    """
+
+    def __init__(self, *, base: BinaryClassifier, classes: list[Label]):
+        self.base = base
+        self.classes = classes
+        self._setup(base, classes)
+        n_classes = len(self.classes_)
+        self.pairs_ = tuple((i, j) for i in range(n_classes) for j in range(i + 1, n_classes))
+        self._first = np.array([i for i, _ in self.pairs_], dtype=INDEX)
+        self._second = np.array([j for _, j in self.pairs_], dtype=INDEX)
+        #: pairs_of[c]: the pairs that learn from class c, in increasing order
+        self._pairs_of = [
+            [p for p, (i, j) in enumerate(self.pairs_) if c in (i, j)] for c in range(n_classes)
+        ]
+        self.models_ = [base.clone() for _ in self.pairs_]
+
+    def _describe(self, k: int) -> str:
+        i, j = self.pairs_[k]
+        return f"pair {self.classes_[i]!r} vs {self.classes_[j]!r}"
+
+    # -- votes ---------------------------------------------------------------------------
+    def _decide(self, pair_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Votes (int64) and confidences (float64), shape (n_rows, n_classes)."""
+        n_rows = pair_scores.shape[0]
+        n_classes = len(self.classes_)
+        offsets = (np.arange(n_rows, dtype=INDEX) * n_classes)[:, None]
+        winners = np.where(pair_scores > 0.0, self._first, self._second) + offsets
+        votes = np.bincount(winners.ravel(), minlength=n_rows * n_classes)
+        # bincount adds its weights in input order: each confidence sums the same terms in the
+        # same order whatever the number of rows, so predict_one and predict_many agree exactly
+        towards = np.concatenate(
+            [(self._first + offsets).ravel(), (self._second + offsets).ravel()]
+        )
+        signed = np.concatenate([pair_scores.ravel(), -pair_scores.ravel()])
+        confidence = np.bincount(towards, weights=signed, minlength=n_rows * n_classes)
+        shape = (n_rows, n_classes)
+        return votes.reshape(shape).astype(INDEX), confidence.reshape(shape)
+
+    def _winners(self, pair_scores: np.ndarray) -> np.ndarray:
+        votes, confidence = self._decide(pair_scores)
+        tied = votes == votes.max(axis=1, keepdims=True)
+        # argmax returns the first maximum: the lowest class index among equal confidences
+        winners = np.argmax(np.where(tied, confidence, -np.inf), axis=1)
+        outside = ~tied[np.arange(len(winners)), winners]  # only if confidences are -inf
+        winners[outside] = np.argmax(tied[outside], axis=1)
+        return winners
+
+    def decision_one(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """``(votes, confidence)`` of one example, each of shape (n_classes,)."""
+        indices, values = as_row(x, self.n_features)
+        votes, confidence = self._decide(self._model_scores_row(indices, values)[None, :])
+        return votes[0], confidence[0]
+
+    def decision_many(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(votes, confidence)`` of a batch, each of shape (n_rows, n_classes)."""
+        return self._decide(self._model_scores_batch(as_batch(X, self.n_features)))
+
+    def score_one(self, x) -> np.ndarray:
+        """``score_many`` of one example, shape (n_classes,)."""
+        votes, confidence = self.decision_one(x)
+        return _squash(votes, confidence)
+
+    def score_many(self, X) -> np.ndarray:
+        """``votes + confidence / (3 (|confidence| + 1))``, shape (n_rows, n_classes).
+
+        The added term lies in (-1/3, 1/3) and increases with the confidence, so it orders
+        classes with equal votes without reordering the votes (scikit-learn's one-vs-one
+        ``decision_function`` does the same). Its row-wise argmax is the prediction unless two
+        tied confidences are too close for float64 to tell apart after the squashing;
+        ``predict_*`` decide from the exact ``decision_many``.
+        """
+        votes, confidence = self.decision_many(X)
+        return _squash(votes, confidence)
+
+    # -- learning --------------------------------------------------------------------------
+    def learn_one(self, x, y) -> MulticlassStep:
+        """Learn one example: the ``n_classes - 1`` pairs of its class update, the others not."""
+        target = self._class_index(y)
+        indices, values = as_row(x, self.n_features)
+        pair_scores = self._model_scores_row(indices, values)
+        learners = self._pairs_of[target]
+        self._check_learnable_row(indices, values, pair_scores, learners)
+        predicted = self._winners(pair_scores[None, :])[0]
+        loss, n_aggressive = 0.0, 0
+        for p in learners:
+            label = 1.0 if self.pairs_[p][0] == target else -1.0
+            step = self.models_[p]._learn_row(indices, values, label)
+            loss += step.loss
+            n_aggressive += step.aggressive
+        self.n_seen_ += 1
+        return MulticlassStep(self.classes_[predicted], loss, n_aggressive)
+
+    def learn_many(self, X, y) -> MulticlassSteps:
+        """Learn a batch in order (bit-identical to the ``learn_one`` loop).
+
+        Inputs, labels and squared norms are checked before any pair learns. A score that
+        overflows float64 in the middle of a batch (it depends on the state, so it cannot be
+        checked beforehand) raises ``ValueError`` after some pairs have learned, as it does for
+        the binary models' ``learn_many``.
+        """
+        batch = as_batch(X, self.n_features)
+        targets = self._class_indices(y, batch.n_rows)
+        _check_squared_norms(batch)
+        losses = np.zeros(batch.n_rows)
+        n_aggressive = np.zeros(batch.n_rows, dtype=INDEX)
+        for p, (i, j) in enumerate(self.pairs_):
+            rows = np.flatnonzero((targets == i) | (targets == j))
+            if rows.size == 0:
+                continue
+            labels = np.where(targets[rows] == i, 1.0, -1.0)
+            try:
+                steps = self.models_[p]._learn_batch(_take_rows(batch, rows), labels)
+            except ValueError as error:
+                raise ValueError(f"{self._describe(p)}: {error}; earlier pairs learned") from None
+            losses[rows] += steps.losses
+            n_aggressive[rows] += steps.aggressive
+        self.n_seen_ += batch.n_rows
+        return MulticlassSteps(losses, n_aggressive)
+
+
+class OneVsRest(_Reduction, Estimator):
+    r"""One-vs-rest multiclass classifier: the class whose binary model scores highest.
+
+    One clone of ``base`` per class; model k learns from every example, with label +1 for
+    ``classes[k]`` and -1 for any other class. The prediction is ``argmax_k f_k(x)``, ties
+    going to the lowest class index.
+
+    Parameters
+    ----------
+    base : BinaryClassifier
+        The binary model (labels -1/+1) cloned for every class; it is not trained itself.
+    classes : list of int or list of str
+        At least two distinct labels, all ints or all strings; stored as given.
+
+    Attributes
+    ----------
+    classes_ : tuple
+        ``classes`` as a tuple.
+    models_ : list of BinaryClassifier
+        ``models_[k]`` separates ``classes[k]`` from the rest; its arrays appear in the state
+        as ``"{k}.{name}"`` (e.g. ``"0.w_"`` of shape (n_features + 1,)).
+    n_seen_ : int
+        Examples learned.
+
+    Examples
+    --------
+    >>> from core.linear import LinearPA
+    >>> model = OneVsRest(base=LinearPA(n_features=2), classes=[3, 5, 7])
+    >>> for x, y in [([1.0, 0.0], 3), ([0.0, 1.0], 5), ([-1.0, -1.0], 7)] * 3:
+    ...     step = model.learn_one(x, y)
+    >>> step.predicted, round(step.loss, 6)
+    (7, 0.0)
+    >>> model.predict_many([[0.9, 0.1], [0.1, 0.9]])
+    array([3, 5])
+    >>> model.score_one([0.9, 0.1]).shape
+    (3,)
+    """
+
+    def __init__(self, *, base: BinaryClassifier, classes: list[Label]):
+        self.base = base
+        self.classes = classes
+        self._setup(base, classes)
+        self.models_ = [base.clone() for _ in self.classes_]
+
+    def _describe(self, k: int) -> str:
+        return f"class {self.classes_[k]!r} vs rest"
+
+    def _winners(self, model_scores: np.ndarray) -> np.ndarray:
+        return np.argmax(model_scores, axis=1)
+
+    def score_one(self, x) -> np.ndarray:
+        """The binary models' scores for one example, shape (n_classes,)."""
+        indices, values = as_row(x, self.n_features)
+        return self._model_scores_row(indices, values)
+
+    def score_many(self, X) -> np.ndarray:
+        """The binary models' scores for a batch, shape (n_rows, n_classes)."""
+        return self._model_scores_batch(as_batch(X, self.n_features))
+
+    def learn_one(self, x, y) -> MulticlassStep:
+        """Learn one example: every binary model updates."""
+        target = self._class_index(y)
+        indices, values = as_row(x, self.n_features)
+        model_scores = self._model_scores_row(indices, values)
+        self._check_learnable_row(indices, values, model_scores, range(len(self.models_)))
+        predicted = self._winners(model_scores[None, :])[0]
+        loss, n_aggressive = 0.0, 0
+        for k, model in enumerate(self.models_):
+            step = model._learn_row(indices, values, 1.0 if k == target else -1.0)
+            loss += step.loss
+            n_aggressive += step.aggressive
+        self.n_seen_ += 1
+        return MulticlassStep(self.classes_[predicted], loss, n_aggressive)
+
+    def learn_many(self, X, y) -> MulticlassSteps:
+        """Learn a batch in order (bit-identical to the ``learn_one`` loop); see
+        :meth:`OneVsOne.learn_many` for what is checked before any model learns."""
+        batch = as_batch(X, self.n_features)
+        targets = self._class_indices(y, batch.n_rows)
+        _check_squared_norms(batch)
+        losses = np.zeros(batch.n_rows)
+        n_aggressive = np.zeros(batch.n_rows, dtype=INDEX)
+        for k, model in enumerate(self.models_):
+            labels = np.where(targets == k, 1.0, -1.0)
+            try:
+                steps = model._learn_batch(batch, labels)
+            except ValueError as error:
+                raise ValueError(f"{self._describe(k)}: {error}; earlier models learned") from None
+            losses += steps.losses
+            n_aggressive += steps.aggressive
+        self.n_seen_ += batch.n_rows
+        return MulticlassSteps(losses, n_aggressive)
+
+
+def _check_classes(classes) -> tuple:
+    if not isinstance(classes, list | tuple):
+        raise ValueError(
+            f"classes must be a list or tuple of labels (e.g. np.unique(y).tolist()), "
+            f"got {type(classes).__name__}"
+        )
+    if len(classes) < 2:
+        raise ValueError(f"classes must hold at least 2 labels, got {list(classes)!r}")
+    is_int = [isinstance(c, int | np.integer) and not isinstance(c, bool) for c in classes]
+    is_str = [isinstance(c, str) for c in classes]
+    if not (all(is_int) or all(is_str)):
+        raise ValueError(f"classes must be all ints or all strings, got {list(classes)!r}")
+    if all(is_int) and any(not -(2**63) <= int(c) < 2**63 for c in classes):
+        raise ValueError("integer classes must fit in int64")
+    if len(set(classes)) != len(classes):
+        raise ValueError(f"classes must be distinct, got {list(classes)!r}")
+    return tuple(classes)
+
+
+def _check_squared_norms(batch: CSRBatch) -> None:
+    """Refuse a batch with a row whose squared norm ``1 + sum_j x_j^2`` overflows float64, as
+    the binary kernels would, before any sub-model learns from it."""
+    values = batch.values
+    if values.size == 0:
+        return
+    longest = int(np.diff(batch.indptr).max())
+    suspects = np.flatnonzero(np.abs(values) > np.sqrt(_SAFE_SQUARED_NORM / longest))
+    if suspects.size == 0:
+        return
+    for row in np.unique(np.searchsorted(batch.indptr, suspects, side="right") - 1):
+        _, row_values = batch.row(row)
+        # cumsum adds sequentially, from 1.0: the kernels' order (and an upper bound of the
+        # no-intercept sum, since rounding is monotone)
+        with np.errstate(over="ignore"):
+            squared_norm = np.cumsum(np.concatenate(([1.0], row_values * row_values)))[-1]
+        if not np.isfinite(squared_norm):
+            where = f"row {row}: " if batch.n_rows > 1 else ""
+            raise ValueError(f"{where}the example's squared norm overflows float64")
+
+
+def _take_rows(batch: CSRBatch, rows: np.ndarray) -> CSRBatch:
+    """The sub-batch of the given rows (increasing), still a valid CSRBatch."""
+    lengths = batch.indptr[rows + 1] - batch.indptr[rows]
+    indptr = np.zeros(rows.size + 1, dtype=INDEX)
+    np.cumsum(lengths, out=indptr[1:])
+    positions = np.repeat(batch.indptr[rows] - indptr[:-1], lengths) + np.arange(
+        indptr[-1], dtype=INDEX
+    )
+    return CSRBatch(indptr, batch.indices[positions], batch.values[positions])
+
+
+def _squash(votes: np.ndarray, confidence: np.ndarray) -> np.ndarray:
+    return votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
