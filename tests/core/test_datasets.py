@@ -1,0 +1,311 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+from core.datasets import (
+    DATA_DIR_ENV,
+    DeformationStream,
+    data_dir,
+    load_idx,
+    load_mnist_test,
+    load_svmlight,
+    mnist_split,
+    smoothing_basis,
+)
+from core.kernels.datasets import PAD, _datasets_deform_batch
+
+needs_data = pytest.mark.skipif(
+    not (data_dir() / "mnist").is_dir(), reason="../shared/data is not available"
+)
+
+
+# -- data_dir ---------------------------------------------------------------------------------
+def test_data_dir_default_and_override(monkeypatch, tmp_path):
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    repo_root = Path(__file__).resolve().parents[2]
+    assert data_dir() == repo_root.parent / "shared" / "data"
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    assert data_dir() == tmp_path
+
+
+# -- svmlight ---------------------------------------------------------------------------------
+def write(tmp_path, text: str):
+    path = tmp_path / "data.svm"
+    path.write_text(text)
+    return path
+
+
+def test_svmlight_small_file(tmp_path):
+    path = write(
+        tmp_path,
+        "# a comment line\n"
+        "+1 1:0.5 3:-2 # trailing comment\n"
+        "\n"
+        "-1 4:1e-3\t2:7\n"  # unsorted, tab separated
+        "2.5\n"  # no features
+        "-1 2:1 2:2 3:0\r\n",  # duplicate summed, explicit zero dropped, CRLF
+    )
+    X, y = load_svmlight(path)
+    assert X.shape == (4, 4) and X.dtype == np.float64
+    np.testing.assert_array_equal(y, [1.0, -1.0, 2.5, -1.0])
+    expected = np.array(
+        [[0.5, 0, -2, 0], [0, 7, 0, 1e-3], [0, 0, 0, 0], [0, 3, 0, 0]], dtype=np.float64
+    )
+    np.testing.assert_array_equal(X.toarray(), expected)
+    assert X.has_sorted_indices and X.nnz == 5
+
+
+def test_svmlight_n_features(tmp_path):
+    path = write(tmp_path, "1 1:1 2:1\n-1 3:1\n")
+    assert load_svmlight(path)[0].shape == (2, 3)
+    X, _ = load_svmlight(path, n_features=10)
+    assert X.shape == (2, 10)
+    np.testing.assert_array_equal(X.toarray()[:, 3:], 0.0)
+    with pytest.raises(ValueError, match="exceeds n_features=2"):
+        load_svmlight(path, n_features=2)
+    with pytest.raises(ValueError, match="n_features"):
+        load_svmlight(path, n_features=2.5)
+
+
+def test_svmlight_empty_file(tmp_path):
+    X, y = load_svmlight(write(tmp_path, "# nothing\n\n"))
+    assert X.shape == (0, 0) and y.shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "1 3:abc",  # value not a number
+        "1 3",  # no colon
+        "1 3:",  # no value
+        "x 1:2",  # label not a number
+        "1 2:1:3",  # two colons
+        "1 2:nan",  # non-finite value
+        "inf 2:1",  # non-finite label
+        "1 -2:1",  # negative index
+        "1 2.5:1",  # fractional index
+        "1 0:1",  # 0-based index
+        "1 1:1,2:1",  # wrong separator
+    ],
+)
+def test_svmlight_bad_lines_raise(tmp_path, line):
+    path = write(tmp_path, f"1 1:1\n{line}\n-1 2:2\n")
+    with pytest.raises(ValueError):
+        load_svmlight(path)
+
+
+def test_svmlight_error_names_the_line(tmp_path):
+    path = write(tmp_path, "1 1:1\n-1 2:2\n1 3:abc\n")
+    with pytest.raises(ValueError, match=r":3: not a svmlight row"):
+        load_svmlight(path)
+
+
+@needs_data
+@pytest.mark.parametrize(
+    ("name", "n_features", "shape", "n_classes"),
+    [
+        ("a9a/a9a", None, (32561, 123), 2),
+        ("a9a/a9a.t", 123, (16281, 123), 2),
+        ("letter/letter.scale", None, (15000, 16), 26),
+        ("letter/letter.scale.t", 16, (5000, 16), 26),
+        ("vowel/vowel.scale", None, (528, 10), 11),
+        ("satimage/satimage.scale.t", 36, (2000, 36), 6),
+        ("segment/segment.scale", None, (2310, 19), 7),
+    ],
+)
+def test_svmlight_shared_data(name, n_features, shape, n_classes):
+    X, y = load_svmlight(data_dir() / name, n_features=n_features)
+    assert X.shape == shape
+    assert y.shape == (shape[0],) and len(np.unique(y)) == n_classes
+    assert np.all(np.isfinite(X.data))
+
+
+@needs_data
+def test_svmlight_a9a_test_needs_n_features():
+    # the last feature never occurs in a9a.t, so without n_features it has 122 columns
+    assert load_svmlight(data_dir() / "a9a" / "a9a.t")[0].shape == (16281, 122)
+
+
+# -- MNIST ------------------------------------------------------------------------------------
+@needs_data
+def test_mnist_test_set_matches_readme():
+    images, labels = load_mnist_test()
+    assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
+    assert labels.shape == (10000,) and set(np.unique(labels)) == set(range(10))
+    assert images.max() == 255 and images.min() == 0
+    assert labels[:5].tolist() == [7, 2, 1, 0, 4]  # the well-known start of t10k
+    train_labels = load_idx(data_dir() / "mnist" / "train-labels-idx1-ubyte.gz")
+    assert train_labels.shape == (60000,)
+
+
+@needs_data
+def test_mnist_split():
+    (source, source_labels), (test, test_labels) = mnist_split()
+    images, labels = load_mnist_test()
+    assert source.shape == (8000, 28, 28) and test.shape == (2000, 28, 28)
+    np.testing.assert_array_equal(np.concatenate([source, test]), images)
+    np.testing.assert_array_equal(np.concatenate([source_labels, test_labels]), labels)
+
+
+def test_load_idx_round_trip_and_errors(tmp_path):
+    array = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    header = bytes([0, 0, 0x08, 3]) + np.array([2, 3, 4], dtype=">u4").tobytes()
+    (tmp_path / "ok.idx").write_bytes(header + array.tobytes())
+    np.testing.assert_array_equal(load_idx(tmp_path / "ok.idx"), array)
+    (tmp_path / "short.idx").write_bytes(header + array.tobytes()[:-1])
+    with pytest.raises(ValueError, match="bytes"):
+        load_idx(tmp_path / "short.idx")
+    (tmp_path / "bad.idx").write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(ValueError, match="not an IDX"):
+        load_idx(tmp_path / "bad.idx")
+
+
+# -- deformation stream -----------------------------------------------------------------------
+def digits(n=20, seed=0):
+    """Synthetic stroke images (no data needed): a few random bars per image."""
+    rng = np.random.default_rng(seed)
+    images = np.zeros((n, 28, 28), dtype=np.uint8)
+    for image in images:
+        for _ in range(3):
+            r, c = rng.integers(6, 20, size=2)
+            if rng.random() < 0.5:
+                image[r : r + 2, c - 4 : c + 5] = 255
+            else:
+                image[r - 4 : r + 5, c : c + 2] = 200
+    return images, np.arange(n) % 10
+
+
+def row_correlations(A, B):
+    A = A - A.mean(axis=1, keepdims=True)
+    B = B - B.mean(axis=1, keepdims=True)
+    return np.sum(A * B, axis=1) / np.sqrt(np.sum(A * A, axis=1) * np.sum(B * B, axis=1))
+
+
+def test_stream_shapes_and_ranges():
+    images, labels = digits()
+    X, y = DeformationStream(images, labels, seed=0).take(500)
+    assert X.shape == (500, 784) and X.dtype == np.float64 and X.flags.c_contiguous
+    assert y.shape == (500,) and y.dtype == np.int64
+    assert X.min() >= 0.0 and X.max() <= 1.0 and X.max() > 0.5
+    assert set(y.tolist()) <= set(labels.tolist())
+
+
+def test_stream_is_deterministic_and_chunk_invariant():
+    images, labels = digits()
+    X1, y1 = DeformationStream(images, labels, seed=3).take(300)
+    stream = DeformationStream(images, labels, seed=3, n=300, chunk_size=70)
+    chunks = list(stream)
+    assert [len(c[1]) for c in chunks] == [70, 70, 70, 70, 20]
+    np.testing.assert_array_equal(np.concatenate([c[0] for c in chunks]), X1)
+    np.testing.assert_array_equal(np.concatenate([c[1] for c in chunks]), y1)
+    assert stream.n_generated_ == 300
+    X3, _ = DeformationStream(images, labels, seed=4).take(300)
+    assert not np.array_equal(X1, X3)
+
+
+def test_stream_identity_reproduces_sources():
+    images, labels = digits()
+    identity = dict(alpha=0.0, max_rotation=0.0, max_scale=0.0, max_shear=0.0, max_shift=0.0)
+    X, y = DeformationStream(images, labels, seed=1, **identity).take(50)
+    flat = images.reshape(len(images), -1) / 255.0
+    matches = [np.flatnonzero(np.all(flat == x, axis=1)) for x in X]
+    assert all(len(m) >= 1 for m in matches)
+    np.testing.assert_array_equal([labels[m[0]] for m in matches], y)
+
+
+def test_deformation_changes_images_but_keeps_them_close():
+    images, labels = digits(40)
+    identity = dict(alpha=0.0, max_rotation=0.0, max_scale=0.0, max_shear=0.0, max_shift=0.0)
+    # the sources come from their own generator: same seed, same sources
+    sources, y0 = DeformationStream(images, labels, seed=5, **identity).take(400)
+    deformed, y1 = DeformationStream(images, labels, seed=5).take(400)
+    np.testing.assert_array_equal(y0, y1)
+    correlation = row_correlations(sources, deformed)
+    assert np.all(np.abs(deformed - sources).max(axis=1) > 0.05)  # every image moved
+    assert np.median(correlation) > 0.5
+    assert np.mean(correlation > 0.2) > 0.9
+
+
+@needs_data
+def test_deformed_mnist_digits_stay_close():
+    (source, source_labels), _ = mnist_split()
+    identity = dict(alpha=0.0, max_rotation=0.0, max_scale=0.0, max_shear=0.0, max_shift=0.0)
+    clean, _ = DeformationStream(source, source_labels, seed=2, **identity).take(500)
+    deformed, _ = DeformationStream(source, source_labels, seed=2).take(500)
+    correlation = row_correlations(clean, deformed)
+    assert np.median(correlation) > 0.5
+
+
+def test_kernel_matches_numpy_reference():
+    """The kernel against B Z B^T in numpy and scipy's bilinear map_coordinates."""
+    images, _ = digits(5)
+    rng = np.random.default_rng(0)
+    m = 12
+    basis = smoothing_basis(28, 5.0, variance=1.0 / 3.0)
+    rank = basis.shape[1]
+    sources = rng.integers(0, 5, size=m)
+    noise = rng.standard_normal((m, 2, rank, rank))
+    angle = rng.uniform(-0.2, 0.2, m)
+    affine = np.stack(
+        [np.cos(angle), -np.sin(angle), np.sin(angle), np.cos(angle)]
+        + [rng.uniform(-2, 2, m), rng.uniform(-2, 2, m)],
+        axis=1,
+    )
+    alpha = 40.0
+    padded = np.pad(images, ((0, 0), (PAD, PAD), (PAD, PAD)))
+    out = np.empty((m, 784))
+    _datasets_deform_batch(padded, sources, noise, affine, basis, basis, alpha, out)
+    rows, cols = np.mgrid[0:28, 0:28].astype(float)
+    c = 13.5
+    for n in range(m):
+        dx = basis @ noise[n, 0] @ basis.T
+        dy = basis @ noise[n, 1] @ basis.T
+        a11, a12, a21, a22, tx, ty = affine[n]
+        sx = c + a11 * (cols - c) + a12 * (rows - c) + tx + alpha * dx
+        sy = c + a21 * (cols - c) + a22 * (rows - c) + ty + alpha * dy
+        expected = ndi.map_coordinates(
+            images[sources[n]].astype(float), [sy, sx], order=1, mode="grid-constant", cval=0.0
+        )
+        np.testing.assert_allclose(out[n], expected.ravel() / 255.0, atol=1e-12)
+
+
+def test_smoothing_basis_matches_gaussian_filtered_noise():
+    """B B^T against the covariance of scipy's gaussian_filter applied to white noise."""
+    sigma, size = 5.0, 28
+    basis = smoothing_basis(size, sigma)
+    # variance of a filtered unit impulse response = covariance of filtered unit white noise
+    impulses = np.eye(size + 80)[:, 40 : 40 + size]
+    responses = ndi.gaussian_filter1d(impulses, sigma, axis=0, mode="constant", truncate=4.0)
+    covariance = responses.T @ responses
+    kept = np.trace(basis @ basis.T) / np.trace(covariance)
+    assert np.sqrt(0.995) <= kept <= 1.0 + 1e-12
+    np.testing.assert_allclose(basis @ basis.T, covariance, atol=0.01 * covariance.max())
+    assert basis.shape[1] == 5
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(images=np.zeros((3, 28, 28))),  # not uint8
+        dict(images=np.zeros((28, 28), dtype=np.uint8)),  # not 3-D
+        dict(labels=np.zeros(2)),  # one label short
+        dict(n=-1),
+        dict(chunk_size=0),
+        dict(sigma=0.0),
+        dict(alpha=float("nan")),
+        dict(max_scale=1.0),
+    ],
+)
+def test_stream_rejects_bad_parameters(kwargs):
+    images, labels = digits(3)
+    arguments = dict(images=images, labels=labels, seed=0) | kwargs
+    with pytest.raises(ValueError):
+        DeformationStream(**arguments)
+
+
+def test_take_rejects_negative_size():
+    images, labels = digits(3)
+    with pytest.raises(ValueError):
+        DeformationStream(images, labels).take(-1)
