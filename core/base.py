@@ -149,6 +149,12 @@ class Estimator:
             value = scalars[name]
             if not isinstance(value, int | float | np.number) or isinstance(value, bool):
                 raise ValueError(f"state scalar {name!r} must be a number, got {value!r}")
+            if isinstance(current, int):
+                if not float(value).is_integer() or value < 0:
+                    raise ValueError(f"state scalar {name!r} must be a count, got {value!r}")
+                value = int(value)
+            elif not np.isfinite(value):
+                raise ValueError(f"state scalar {name!r} is not finite")
             writes.append((self, name, type(current)(value)))
         for prefix, child in self._children():
             cut = len(prefix) + 1
@@ -284,7 +290,9 @@ class BinaryClassifier(Estimator):
     def predict_many(self, X) -> np.ndarray:
         return np.where(self.score_many(X) > 0, 1, -1)
 
-    decision_function = score_many
+    def decision_function(self, X) -> np.ndarray:
+        """Alias of ``score_many`` (scikit-learn's name)."""
+        return self.score_many(X)
 
     # implemented by subclasses
     def _learn_row(self, indices, values, y: float) -> Step:  # pragma: no cover

@@ -44,6 +44,17 @@ def check_estimator(factory, X: np.ndarray, y, bad_labels=(0, 2, "spam", True, N
     batch_model.learn_many(X, np.asarray(y, dtype=object) if isinstance(y[0], str) else y)
     assert digest(batch_model) == digest(model)
 
+    # ... and so does learn_many over random splits of the stream (batch boundaries)
+    rng = np.random.default_rng(0)
+    cuts = np.sort(rng.choice(np.arange(1, n_rows), size=min(5, n_rows - 1), replace=False))
+    split_model = factory()
+    for start, stop in zip(np.r_[0, cuts], np.r_[cuts, n_rows], strict=True):
+        chunk = y[start:stop]
+        split_model.learn_many(
+            X[start:stop], np.asarray(chunk, dtype=object) if isinstance(y[0], str) else chunk
+        )
+    assert digest(split_model) == digest(model)
+
     # state round-trip is bit-exact, through set_state and from_state
     state = model.get_state()
     for array in state["arrays"].values():
@@ -109,6 +120,15 @@ def check_estimator(factory, X: np.ndarray, y, bad_labels=(0, 2, "spam", True, N
     with pytest.raises(ValueError):
         model.set_state(broken)
     assert digest(model) == reference
+
+    # counters must be non-negative integers
+    broken = model.get_state()
+    if broken["scalars"]:
+        name = next(iter(broken["scalars"]))
+        broken["scalars"][name] = -1.5
+        with pytest.raises(ValueError):
+            model.set_state(broken)
+        assert digest(model) == reference
 
     # empty batches are fine
     assert len(model.predict_many(X[:0])) == 0
