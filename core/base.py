@@ -17,7 +17,9 @@ sub-models through ``_children()``; their arrays are flattened with dotted prefi
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import importlib
 import inspect
 import json
 from dataclasses import dataclass
@@ -30,6 +32,9 @@ from core.features import CSRBatch, Row, as_batch, as_row
 #: kind name -> class, filled by ``Estimator.__init_subclass__`` so that a state can name
 #: the class that reads it back (``from_state``).
 MODEL_KINDS: dict[str, type[Estimator]] = {}
+#: Modules defining model kinds, imported by ``from_spec`` when it meets an unknown kind (so
+#: that loading a snapshot does not depend on what the caller happened to import).
+MODEL_MODULES = ("core.linear", "core.dos", "core.multiclass", "core.averaging")
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,11 @@ class Estimator:
         return {name: getattr(self, name) for name in self._param_names()}
 
     def clone(self) -> Estimator:
-        """A fresh, unfitted model with the same hyperparameters (sub-models cloned too)."""
+        """A fresh, unfitted model with the same hyperparameters (sub-models cloned too, other
+        parameters deep-copied so that clones share nothing mutable)."""
         params = {
-            k: v.clone() if isinstance(v, Estimator) else v for k, v in self.get_params().items()
+            k: v.clone() if isinstance(v, Estimator) else copy.deepcopy(v)
+            for k, v in self.get_params().items()
         }
         return type(self)(**params)
 
@@ -175,8 +182,6 @@ def params_spec(model: Estimator) -> dict[str, Any]:
     for name, value in model.get_params().items():
         if isinstance(value, Estimator):
             value = {"kind": type(value).__name__, "params": params_spec(value)}
-        elif isinstance(value, tuple):
-            value = list(value)
         spec[name] = _plain(value)
     return spec
 
@@ -184,6 +189,9 @@ def params_spec(model: Estimator) -> dict[str, Any]:
 def from_spec(spec: dict[str, Any]) -> Estimator:
     """Build an unfitted model from ``{"kind", "params"}`` (as written by ``get_state``)."""
     kind = spec.get("kind")
+    if kind not in MODEL_KINDS:
+        for module in MODEL_MODULES:
+            importlib.import_module(module)
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}")
     cls = MODEL_KINDS[kind]
@@ -220,7 +228,9 @@ def _plain(value):
         return int(value)
     if isinstance(value, np.floating):
         return float(value)
-    if isinstance(value, list):
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
 
