@@ -76,3 +76,138 @@ def dos_pa_step(U, V, z, y, mode="pa", C=1.0, t=0):
     U_new = U + (alpha / (y - alpha)) * np.outer(U @ z, z) / s  # eq (19)
     V_new = V - (alpha / (y + alpha)) * np.outer(V @ z, z) / s  # eq (20)
     return U_new, V_new, score, nu
+
+
+# ---------------------------------------------------------------------------------------------
+# Projective quadratic regression (core/pqr.py, core/kernels/pqr.py).
+# ../shared/papers/projective-quadratic-regression.txt: eqs (3), (7), (9)-(13), Algorithm 2.
+# Dense on purpose: x~ goes through the projection matrix P of eq (13), the matrix C of eq (3)
+# is filled element by element from eq (7), and Algorithm 2 runs on dense vectors.
+# Pair coordinates use the layout of core.kernels.pqr: M[a, b] (slots a < b <= k, slot k = L)
+# sits at d + 1 + b (b - 1) / 2 + a.
+# ---------------------------------------------------------------------------------------------
+
+
+def pqr_projection(members, n_features: int) -> np.ndarray:
+    """P of eq (13), (k + 1) x d: row s < k picks feature members[s] (a zero row for an empty
+    slot, members[s] = -1), row k sums the features of L."""
+    k = len(members)
+    P = np.zeros((k + 1, n_features))
+    in_h = np.zeros(n_features, dtype=bool)
+    for s, j in enumerate(members):
+        if j >= 0:
+            P[s, j] = 1.0
+            in_h[j] = True
+    P[k, ~in_h] = 1.0
+    return P
+
+
+def pqr_expand_dense(x, members) -> np.ndarray:
+    """x~ of eq (12) / Definition 3, dense, length d + 1 + k (k + 1) / 2: [x, 1, pairs of Px]."""
+    x = np.asarray(x, dtype=float)
+    k = len(members)
+    px = pqr_projection(members, x.shape[0]) @ x
+    pairs = np.zeros(k * (k + 1) // 2)
+    for b in range(k + 1):
+        for a in range(b):
+            pairs[b * (b - 1) // 2 + a] = px[a] * px[b]
+    return np.concatenate([x, [1.0], pairs])
+
+
+def pqr_matrix(weights, members, n_features: int) -> np.ndarray:
+    """C of eq (3), (d + 1) x (d + 1), with A filled entry by entry from eq (7) and C[d, d] =
+    2 b, so that 1/2 x^T C x^ (eq 9, x^ = [x, 1]) equals w . x~ for expanded weights w."""
+    d, k = n_features, len(members)
+    weights = np.asarray(weights, dtype=float)
+    pairs = weights[d + 1 :]
+    slot = {int(j): s for s, j in enumerate(members) if j >= 0}
+    A = np.zeros((d, d))
+    for i in range(d):
+        for j in range(d):
+            if i == j:
+                continue  # A_ii = 0
+            si, sj = slot.get(i), slot.get(j)
+            if si is not None and sj is not None:  # p_ij, both in H
+                lo, hi = min(si, sj), max(si, sj)
+                A[i, j] = pairs[hi * (hi - 1) // 2 + lo]
+            elif si is not None:  # q_i, i in H and j in L
+                A[i, j] = pairs[k * (k - 1) // 2 + si]
+            elif sj is not None:  # q_j by symmetry
+                A[i, j] = pairs[k * (k - 1) // 2 + sj]
+    C = np.zeros((d + 1, d + 1))
+    C[:d, :d] = A
+    C[:d, d] = C[d, :d] = weights[:d]
+    C[d, d] = 2.0 * weights[d]
+    return C
+
+
+def pqr_interaction_from_projection(weights, members, n_features: int) -> np.ndarray:
+    """A = P^T M P of eq (13), M the symmetric zero-diagonal (k + 1) x (k + 1) pair matrix."""
+    k = len(members)
+    pairs = np.asarray(weights, dtype=float)[n_features + 1 :]
+    M = np.zeros((k + 1, k + 1))
+    for b in range(k + 1):
+        for a in range(b):
+            M[a, b] = M[b, a] = pairs[b * (b - 1) // 2 + a]
+    P = pqr_projection(members, n_features)
+    return P.T @ M @ P
+
+
+def pqr_train(
+    X,
+    y,
+    members,
+    alpha: float,
+    beta: float,
+    l1: float,
+    l2: float,
+    task: str = "binary",
+    optimizer: str = "ftrl",
+    z=None,
+    n=None,
+):
+    """Algorithm 2 (FTRL-Proximal) or proximal OGD over a stream, separation fixed.
+
+    Starts from z = n = 0 (or copies of the given z, n); returns (z, n, scores), the scores
+    w . x~ taken before each update. For OGD, z holds the weights.
+    """
+    X = np.asarray(X, dtype=float)
+    d, k = X.shape[1], len(members)
+    size = d + 1 + k * (k + 1) // 2
+    z = np.zeros(size) if z is None else np.array(z, dtype=float)
+    n = np.zeros(size) if n is None else np.array(n, dtype=float)
+    scores = []
+    for x, label in zip(X, y, strict=True):
+        x_tilde = pqr_expand_dense(x, members)
+        active = np.flatnonzero(x_tilde)  # I_t
+        zi, ni, xi = z[active], n[active], x_tilde[active]
+        if optimizer == "ftrl":
+            w = np.where(
+                np.abs(zi) <= l1,
+                0.0,
+                -(zi - np.sign(zi) * l1) / ((beta + np.sqrt(ni)) / alpha + l2),
+            )
+        else:
+            w = zi.copy()
+        score = float(np.sum(w * xi))
+        if task == "binary":
+            g = (1.0 / (1.0 + np.exp(-score)) - (label + 1.0) / 2.0) * xi
+        else:
+            g = (score - label) * xi
+        if optimizer == "ftrl":
+            sigma = (np.sqrt(ni + g**2) - np.sqrt(ni)) / alpha
+            z[active] = zi + g - sigma * w
+            n[active] = ni + g**2
+        else:
+            n[active] = ni + g**2
+            eta = alpha / (beta + np.sqrt(n[active]))
+            u = w - eta * g
+            z[active] = np.sign(u) * np.maximum(np.abs(u) - eta * l1, 0.0) / (1.0 + eta * l2)
+        scores.append(score)
+    return z, n, np.array(scores)
+
+
+def pqr_top_k(counts, k: int) -> list[int]:
+    """Top-k features by count (ties: lower index), features with a zero count left out."""
+    ranked = sorted((-int(c), j) for j, c in enumerate(counts) if c > 0)
+    return [j for _, j in ranked[:k]]
