@@ -71,7 +71,16 @@ def load_svmlight(path: str | os.PathLike, n_features: int | None = None):
     label or value, a token without ``index:value`` form, index 0) or when an index exceeds
     ``n_features``.
     """
-    data = Path(path).read_bytes()
+    return parse_svmlight(Path(path).read_bytes(), n_features, source=str(path))
+
+
+def parse_svmlight(data: bytes, n_features: int | None = None, source: str = "<bytes>"):
+    """``load_svmlight`` over bytes already in memory (an HTTP body, say).
+
+    Parsing is vectorised: one regular expression per line vets the syntax, then numpy reads
+    every number of the body in one C-level pass, with no Python object per feature.
+    """
+    path = source
     labels: list[float] = []
     parts: list[bytes] = []
     counts: list[int] = []

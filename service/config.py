@@ -1,18 +1,71 @@
-"""Service settings, read from ``LORENTZTRON_*`` environment variables."""
+"""Service settings, read from ``LORENTZTRON_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
 
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Settings of one service process."""
+    """Settings of one service process. Every field is ``LORENTZTRON_<NAME>`` in the
+    environment (lists are comma-separated)."""
 
-    model_config = SettingsConfigDict(env_prefix="LORENTZTRON_")
+    model_config = SettingsConfigDict(env_prefix="LORENTZTRON_", extra="ignore")
 
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(8000, ge=0, le=65535)
     log_level: str = "info"
+
+    #: Redis URL for snapshots (``redis://host:6379/0``); unset = local snapshot files.
+    redis_url: str | None = None
+    #: Prefix of every Redis key this service writes.
+    redis_prefix: str = "lorentztron"
+    #: Directory of the local snapshot store (used when no Redis URL is set).
+    snapshot_dir: Path = Path("var/snapshots")
+    #: Seconds between background snapshots of changed models.
+    snapshot_interval: float = Field(30.0, gt=0)
+    #: Snapshots kept per model (older ones are deleted).
+    snapshot_retention: int = Field(5, ge=1)
+
+    #: Largest request body accepted, in bytes (413 beyond).
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    #: Most instances or examples in one JSON request.
+    max_batch: int = Field(10_000, gt=0)
+    #: Most live models.
+    max_models: int = Field(100, gt=0)
+    #: Most learned floats in one model (guards memory: n_features * 2 * rank for DoS).
+    max_model_floats: int = Field(1 << 27, gt=0)
+
+    #: Seconds a prediction id can be answered with feedback.
+    prediction_ttl: float = Field(3600.0, gt=0)
+    #: Memory bound of the features kept for pending prediction ids.
+    prediction_cache_bytes: int = Field(256 * 1024 * 1024, gt=0)
+
+    #: Default time-averaging interval (examples) when a model does not set one.
+    averaging_interval: int = Field(10_000, gt=0)
+    #: Examples in the recent window of the progressive metrics.
+    metrics_window: int = Field(1000, gt=0)
+
+    #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
+    write_keys: Annotated[list[str], NoDecode] = []
+    #: Bearer keys allowed to read (predict, list). Empty: reads are open.
+    read_keys: Annotated[list[str], NoDecode] = []
+
+    @field_validator("write_keys", "read_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value):
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    def __repr_args__(self):
+        # keys are secrets: never in reprs or logs
+        for name, value in super().__repr_args__():
+            yield name, ("***" if name.endswith("_keys") and value else value)
 
 
 @lru_cache

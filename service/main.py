@@ -1,38 +1,102 @@
-"""Application factory.
+"""Application factory: assembles the routers, the lifespan (registry, store, worker) and
+the middleware."""
 
-The foundation ships liveness/readiness only; the model routes, registry, snapshot worker
-and metrics arrive with the service issue.
-"""
+from __future__ import annotations
 
+import asyncio
+import logging
 from contextlib import asynccontextmanager
 
 import numpy as np
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from core import __version__
-from service.routes import health
+from service.config import Settings, get_settings
+from service.deps import Components
+from service.errors import error_body, install_error_handlers
+from service.metrics import Metrics
+from service.middleware import BodyTooLarge, ServiceMiddleware
+from service.registry import PredictionCache, Registry
+from service.routes import feedback, health, models, predict, snapshots
+from service.store import LocalStore, RedisStore
+from service.worker import SnapshotWorker
+
+log = logging.getLogger("lorentztron")
+
+DESCRIPTION = """Live online-learning models over HTTP: passive-aggressive linear and
+difference-of-squares classifiers that score requests and learn from labelled feedback one
+example at a time. Errors are JSON `{"error": {"code", "message", "details"}}`."""
 
 
 def warm_up() -> None:
-    """Compile the per-request kernels before the service reports ready."""
+    """Compile the per-request kernels (binary, one-vs-one, averaging) before readiness."""
+    from core.averaging import Averaged
     from core.dos import DoSClassifier
     from core.linear import LinearPA
+    from core.multiclass import OneVsOne
 
-    for model in (LinearPA(n_features=2), DoSClassifier(n_features=2, rank=1)):
-        model.learn_one(np.array([1.0, 0.0]), 1)
-        model.learn_many(np.eye(2), np.array([1, -1]))
-        model.score_one(([0], [1.0]))
-        model.score_many(np.eye(2))
+    X = np.eye(3)
+    for base in (LinearPA(n_features=3), DoSClassifier(n_features=3, rank=1)):
+        for model, labels in (
+            (base, [1, -1, 1]),
+            (OneVsOne(base=base, classes=[0, 1, 2]), [0, 1, 2]),
+        ):
+            averaged = Averaged(model=model, interval=2)
+            averaged.learn_one(X[0], labels[0])
+            averaged.learn_many(X, labels)
+            averaged.score_one(([0], [1.0]))
+            averaged.score_many(X)
+            averaged.predict_many(X)
 
 
-def create_app() -> FastAPI:
+def make_store(settings: Settings):
+    if settings.redis_url:
+        return RedisStore(settings.redis_url, settings.redis_prefix)
+    return LocalStore(settings.snapshot_dir)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    metrics = Metrics()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.ready = False
-        warm_up()
-        app.state.ready = True
-        yield
+        store = make_store(settings)
+        registry = Registry(settings.max_models)
+        cache = PredictionCache(settings.prediction_ttl, settings.prediction_cache_bytes)
+        worker = SnapshotWorker(registry, store, cache, metrics, settings)
+        components = Components(settings, registry, cache, metrics, worker)
+        app.state.components = components
+        await asyncio.to_thread(warm_up)
+        components.warm = True
+        if await asyncio.to_thread(worker.check_store):
+            await asyncio.to_thread(worker.restore_all)
+        else:
+            log.error(
+                "snapshot store unreachable at start-up (%s); restoring in the background",
+                worker.store_error,
+            )
+        worker.start()
+        try:
+            yield
+        finally:
+            await worker.stop()
+            store.close()
 
-    app = FastAPI(title="lorentztron", version=__version__, lifespan=lifespan)
-    app.include_router(health.router)
+    app = FastAPI(
+        title="lorentztron", version=__version__, description=DESCRIPTION, lifespan=lifespan
+    )
+    install_error_handlers(app)
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, error: BodyTooLarge):
+        return JSONResponse(
+            error_body("payload_too_large", str(error), {"limit": error.limit}), 413
+        )
+
+    for router in (health.router, models.router, predict.router, feedback.router, snapshots.router):
+        app.include_router(router)
+    app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    app.state.metrics = metrics
     return app

@@ -1,6 +1,10 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and Prometheus metrics."""
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.deps import App
 
 router = APIRouter(tags=["health"])
 
@@ -12,6 +16,29 @@ def healthz() -> dict:
 
 
 @router.get("/readyz")
-def readyz(request: Request) -> dict:
-    """Kernels are compiled and the service can take traffic."""
-    return {"status": "ready" if request.app.state.ready else "starting"}
+def readyz(app: App) -> Response:
+    """Ready: kernels compiled, models restored, snapshot store reachable (503 otherwise)."""
+    worker = app.worker
+    store_ok = worker.check_store()
+    checks = {
+        "kernels_compiled": app.warm,
+        "models_restored": worker.restored,
+        "snapshot_store": store_ok,
+    }
+    ready = all(checks.values())
+    body = {
+        "status": "ready" if ready else "not_ready",
+        "checks": checks,
+        "store_error": worker.store_error,
+        "failing_snapshots": worker.failing,
+    }
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+def metrics(app: App) -> Response:
+    """Prometheus metrics."""
+    app.metrics.observe_cache(app.cache)
+    for live in app.registry.models():
+        app.metrics.observe_model(live)
+    return Response(generate_latest(app.metrics.registry), media_type=CONTENT_TYPE_LATEST)

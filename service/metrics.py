@@ -1,0 +1,203 @@
+"""Every Prometheus metric of the service, defined once (prefix ``lorentztron_``).
+
+Metrics live in a registry owned by the app (not the process-global default), so that several
+apps in one process (tests) do not collide. Labels are bounded: ``endpoint`` is the route
+template, ``model`` is limited by ``max_models`` and removed when a model is deleted.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import numba
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
+
+from core import __version__
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+SNAPSHOT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)
+
+
+class Metrics:
+    """The service's metrics on their own CollectorRegistry."""
+
+    def __init__(self):
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        p = "lorentztron_"
+        self.build_info = Info(p + "build", "Build information.", registry=registry)
+        self.build_info.info(
+            {
+                "version": __version__,
+                "python": platform.python_version(),
+                "numba": numba.__version__,
+            }
+        )
+        self.requests = Counter(
+            p + "http_requests_total",
+            "HTTP requests.",
+            ["endpoint", "method", "status"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            p + "http_request_duration_seconds",
+            "HTTP request latency.",
+            ["endpoint", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.predictions = Counter(
+            p + "predictions_total", "Instances scored.", ["model"], registry=registry
+        )
+        self.feedback = Counter(
+            p + "feedback_examples_total",
+            "Labelled examples learned.",
+            ["model"],
+            registry=registry,
+        )
+        self.updates = Counter(
+            p + "updates_total",
+            "Learning steps by outcome.",
+            ["model", "outcome"],
+            registry=registry,
+        )
+        self.accuracy = Gauge(
+            p + "progressive_accuracy_ratio",
+            "Progressive accuracy.",
+            ["model", "window"],
+            registry=registry,
+        )
+        self.hinge = Gauge(
+            p + "progressive_hinge_loss",
+            "Progressive mean hinge loss.",
+            ["model", "window"],
+            registry=registry,
+        )
+        self.parameter_norm = Gauge(
+            p + "parameter_norm",
+            "Frobenius norm of the live parameters.",
+            ["model"],
+            registry=registry,
+        )
+        self.model_version = Gauge(
+            p + "model_version", "Version served.", ["model"], registry=registry
+        )
+        self.models = Gauge(p + "models", "Live models.", registry=registry)
+        self.pending = Gauge(
+            p + "pending_predictions", "Prediction ids awaiting feedback.", registry=registry
+        )
+        self.pending_bytes = Gauge(
+            p + "pending_predictions_bytes",
+            "Memory of the features kept for pending prediction ids.",
+            registry=registry,
+        )
+        self.pending_expired = Counter(
+            p + "prediction_ids_expired_total",
+            "Prediction ids dropped after their TTL.",
+            registry=registry,
+        )
+        self.pending_evicted = Counter(
+            p + "prediction_ids_evicted_total",
+            "Prediction ids dropped under memory pressure.",
+            registry=registry,
+        )
+        self.pending_misses = Counter(
+            p + "prediction_id_misses_total",
+            "Feedback naming an unknown or expired prediction id.",
+            ["reason"],
+            registry=registry,
+        )
+        self.snapshot_duration = Histogram(
+            p + "snapshot_duration_seconds",
+            "Time to write a snapshot.",
+            ["model"],
+            buckets=SNAPSHOT_BUCKETS,
+            registry=registry,
+        )
+        self.snapshot_size = Gauge(
+            p + "snapshot_size_bytes", "Size of the last snapshot.", ["model"], registry=registry
+        )
+        self.snapshot_time = Gauge(
+            p + "snapshot_last_success_timestamp_seconds",
+            "Unix time of the last successful snapshot.",
+            ["model"],
+            registry=registry,
+        )
+        self.snapshot_age = Gauge(
+            p + "snapshot_age_seconds",
+            "Seconds since the last successful snapshot (since creation if none yet).",
+            ["model"],
+            registry=registry,
+        )
+        self.snapshot_failures = Counter(
+            p + "snapshot_failures_total", "Failed snapshot attempts.", ["model"], registry=registry
+        )
+        self.store_up = Gauge(
+            p + "snapshot_store_up",
+            "1 if the snapshot store answered the last check.",
+            registry=registry,
+        )
+        self.started = Gauge(
+            p + "start_time_seconds", "Unix start time of the service.", registry=registry
+        )
+        self.started.set(time.time())
+        self._expired_seen = 0
+        self._evicted_seen = 0
+
+    def observe_cache(self, cache) -> None:
+        self.pending.set(len(cache))
+        self.pending_bytes.set(cache.nbytes)
+        self.pending_expired.inc(cache.expired - self._expired_seen)
+        self._expired_seen = cache.expired
+        self.pending_evicted.inc(cache.evicted - self._evicted_seen)
+        self._evicted_seen = cache.evicted
+
+    def observe_model(self, live) -> None:
+        summary = live.progressive.summary()
+        name = live.name
+        self.model_version.labels(name).set(live.version)
+        for window, accuracy, hinge in (
+            ("cumulative", summary["accuracy"], summary["hinge_loss"]),
+            ("recent", summary["recent_accuracy"], summary["recent_hinge_loss"]),
+        ):
+            if accuracy is not None:
+                self.accuracy.labels(name, window).set(accuracy)
+                self.hinge.labels(name, window).set(hinge)
+
+    def track_model(self, live) -> None:
+        """Start the series of a new model (age is computed at scrape time)."""
+        self.model_version.labels(live.name).set(live.version)
+        self.snapshot_age.labels(live.name).set_function(
+            lambda: time.time() - (live.last_snapshot_at or live.created_at)
+        )
+        self.models.inc()
+
+    def forget_model(self, name: str) -> None:
+        self.models.dec()
+        for metric in (
+            self.predictions,
+            self.feedback,
+            self.parameter_norm,
+            self.model_version,
+            self.snapshot_age,
+            self.snapshot_duration,
+            self.snapshot_size,
+            self.snapshot_time,
+            self.snapshot_failures,
+            self.updates,
+            self.accuracy,
+            self.hinge,
+        ):
+            for labels in list(metric._metrics):
+                if labels[0] == name:
+                    metric.remove(*labels)

@@ -1,0 +1,109 @@
+"""ASGI middleware: request ids, body-size limit, latency metrics and structured access logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+from service.errors import error_body
+
+log = logging.getLogger("lorentztron.access")
+
+
+class BodyTooLarge(Exception):
+    """Raised from ``receive`` when a streamed body passes the limit (handled as 413)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"request body larger than {limit} bytes")
+        self.limit = limit
+
+
+class ServiceMiddleware:
+    """One pass over every HTTP request: assigns ``X-Request-ID`` (or keeps the client's),
+    refuses bodies over ``max_body_bytes`` (413, from Content-Length up front or while
+    streaming), counts requests and observes latency by route template, and logs one JSON
+    line per request (never the Authorization header)."""
+
+    def __init__(self, app, metrics, max_body_bytes: int):
+        self.app = app
+        self.metrics = metrics
+        self.limit = max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope.get("headers") or [])
+        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = {"code": 500}
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message.setdefault("headers", []).append(
+                    (b"x-request-id", request_id.encode("latin-1"))
+                )
+            await send(message)
+
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await _send_json(
+                send_with_id,
+                413,
+                error_body(
+                    "payload_too_large",
+                    f"request body larger than {self.limit} bytes",
+                    {"limit": self.limit},
+                ),
+            )
+        else:
+            received = 0
+
+            async def limited_receive():
+                nonlocal received
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > self.limit:
+                        raise BodyTooLarge(self.limit)
+                return message
+
+            await self.app(scope, limited_receive, send_with_id)
+        elapsed = time.perf_counter() - started
+        route = scope.get("route")
+        endpoint = getattr(route, "path", "unmatched")
+        method = scope["method"]
+        self.metrics.requests.labels(endpoint, method, str(status["code"])).inc()
+        self.metrics.latency.labels(endpoint, method).observe(elapsed)
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                json.dumps(
+                    {
+                        "request_id": request_id,
+                        "method": method,
+                        "path": scope["path"],
+                        "endpoint": endpoint,
+                        "status": status["code"],
+                        "ms": round(elapsed * 1000, 3),
+                    }
+                )
+            )
+
+
+async def _send_json(send, status: int, body: dict) -> None:
+    data = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

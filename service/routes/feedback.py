@@ -1,0 +1,178 @@
+"""Labelled feedback: JSON, NDJSON or svmlight bodies, learned in order by the one writer."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from core.datasets import parse_svmlight
+from core.features import as_batch
+from service.deps import App, Components, Write
+from service.errors import APIError
+from service.registry import LiveModel, instance_row
+from service.schemas import Example, FeedbackRequest, FeedbackResponse
+
+router = APIRouter(prefix="/v1/models", tags=["feedback"])
+
+JSON_TYPES = {"", "application/json"}
+NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
+SVMLIGHT_TYPES = {"text/x-svmlight", "application/x-svmlight", "text/plain"}
+
+_BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "description": "JSON (`application/json`, per-example results), NDJSON "
+        "(`application/x-ndjson`, one example object per line) or svmlight text "
+        "(`text/x-svmlight`: `label index:value ...` with 1-based indices and numeric labels). "
+        "The whole body is validated before anything is learned.",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/FeedbackRequest"}},
+            "application/x-ndjson": {
+                "schema": {"type": "string"},
+                "example": '{"x": [0.0, 1.0], "label": 1}\n',
+            },
+            "text/x-svmlight": {"schema": {"type": "string"}, "example": "+1 3:0.5 17:1\n"},
+        },
+    }
+}
+
+
+@router.post(
+    "/{name}/feedback",
+    response_model=FeedbackResponse,
+    dependencies=[Write],
+    openapi_extra=_BODY_DOC,
+)
+async def feedback(name: str, request: Request, app: App) -> dict:
+    """Learn from labelled examples (scored before learning: progressive validation)."""
+    live = app.registry.get(name)
+    body = await request.body()
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in JSON_TYPES:
+        return await run_in_threadpool(_json_feedback, app, live, body)
+    if content_type in NDJSON_TYPES:
+        return await run_in_threadpool(_ndjson_feedback, app, live, body)
+    if content_type in SVMLIGHT_TYPES:
+        return await run_in_threadpool(_svmlight_feedback, app, live, body)
+    raise APIError(
+        415,
+        "unsupported_media_type",
+        f"unsupported Content-Type {content_type!r}; "
+        "use application/json, application/x-ndjson or text/x-svmlight",
+    )
+
+
+def _json_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
+    try:
+        request = FeedbackRequest.model_validate_json(body)
+    except ValidationError as error:
+        raise RequestValidationError(error.errors()) from None
+    return _apply_examples(app, live, request.examples, with_results=True)
+
+
+def _ndjson_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
+    examples = []
+    for number, line in enumerate(body.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            examples.append(Example.model_validate_json(line))
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise APIError(
+                422,
+                "invalid_input",
+                f"line {number}: {where + ': ' if where else ''}{first['msg']}",
+                {"line": number},
+            ) from None
+    if not examples:
+        raise APIError(422, "invalid_input", "the body holds no example")
+    return _apply_examples(app, live, examples, with_results=False, where="line")
+
+
+def _apply_examples(
+    app: Components,
+    live: LiveModel,
+    examples: list[Example],
+    with_results: bool,
+    where: str = "examples",
+) -> dict:
+    if with_results and len(examples) > app.settings.max_batch:
+        raise APIError(
+            413,
+            "batch_too_large",
+            f"at most {app.settings.max_batch} examples per "
+            "JSON request; use NDJSON or svmlight for bulk feedback",
+        )
+    rows: list = [None] * len(examples)
+    labels = np.empty(len(examples), dtype=np.int64)
+    by_id: list[tuple[int, str]] = []
+    for i, example in enumerate(examples):
+        field = f"{where}.{i}" if where == "examples" else f"line {i + 1}"
+        labels[i] = live.label_index(example.label, f"{field}.label")
+        if example.prediction_id is not None:
+            by_id.append((i, example.prediction_id))
+            continue
+        try:
+            rows[i] = instance_row(example, live.n_features)
+        except ValueError as error:
+            raise APIError(422, "invalid_input", f"{field}: {error}", {"field": field}) from None
+    if by_id:
+        try:
+            kept = app.cache.take([pid for _, pid in by_id], live.uid)
+        except APIError as error:
+            app.metrics.pending_misses.labels(error.code.removesuffix("_prediction_id")).inc()
+            raise
+        for (i, _), row in zip(by_id, kept, strict=True):
+            rows[i] = row
+    result = live.learn_rows(rows, labels)
+    return _response(app, live, result, len(rows), with_results)
+
+
+def _svmlight_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
+    try:
+        X, y = parse_svmlight(body, n_features=live.n_features, source="body")
+        batch = as_batch(X, live.n_features)
+    except ValueError as error:
+        raise APIError(422, "invalid_input", str(error)) from None
+    if batch.n_rows == 0:
+        raise APIError(422, "invalid_input", "the body holds no example")
+    labels = np.full(y.shape[0], -1, dtype=np.int64)
+    for value in np.unique(y):
+        matches = [k for k, c in enumerate(live.classes) if not isinstance(c, str) and c == value]
+        if not matches:
+            row = int(np.flatnonzero(y == value)[0])
+            raise APIError(
+                422,
+                "unknown_label",
+                f"row {row}: unknown label {value:g}; the model's classes are {live.classes}",
+                {"row": row},
+            )
+        labels[y == value] = matches[0]
+    result = live.learn_batch(batch, labels)
+    return _response(app, live, result, batch.n_rows, with_results=False)
+
+
+def _response(app: Components, live: LiveModel, result: dict, n: int, with_results: bool) -> dict:
+    app.metrics.feedback.labels(live.name).inc(n)
+    app.metrics.updates.labels(live.name, "aggressive").inc(result["n_aggressive"])
+    app.metrics.updates.labels(live.name, "passive").inc(n - result["n_aggressive"])
+    response = {
+        "model": live.name,
+        "version": result["version"],
+        "learned": n,
+        "aggressive": result["n_aggressive"],
+        "results": None,
+    }
+    if with_results:
+        response["results"] = [
+            {"predicted": live.classes[k], "loss": float(loss), "aggressive": bool(flag)}
+            for k, loss, flag in zip(
+                result["predicted_index"], result["losses"], result["aggressive"], strict=True
+            )
+        ]
+    return response

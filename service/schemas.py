@@ -1,0 +1,209 @@
+"""Request and response models of the HTTP API (the OpenAPI text comes from here)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Label = StrictInt | StrictStr | FiniteFloat
+FeatureValue = FiniteFloat | StrictBool | StrictStr
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputSpec(Strict):
+    """The input space: ``n_features`` for dense/sparse rows, or ``hashed`` buckets for named
+    features (both accept every instance form; ``hashed`` documents the intent)."""
+
+    n_features: int | None = Field(None, ge=1, le=1 << 26)
+    hashed: int | None = Field(None, ge=1, le=1 << 26)
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.n_features is None) == (self.hashed is None):
+            raise ValueError("give exactly one of n_features and hashed")
+        return self
+
+    @property
+    def size(self) -> int:
+        return self.n_features if self.n_features is not None else self.hashed
+
+
+class AveragingSpec(Strict):
+    """Time averaging (section 3.4 of the DoS paper): fold the live model into the aligned
+    running average every ``interval`` learned examples."""
+
+    interval: int = Field(..., ge=1, le=1 << 40)
+
+
+class CreateModel(Strict):
+    """A new named model."""
+
+    name: str = Field(..., pattern=NAME_PATTERN, examples=["spam"])
+    kind: Literal["linear-pa", "dos"] = Field(..., examples=["dos"])
+    params: dict[str, Any] = Field(
+        default_factory=dict, examples=[{"rank": 8, "mode": "pa1", "C": 0.1}]
+    )
+    input: InputSpec = Field(..., examples=[{"n_features": 784}, {"hashed": 262144}])
+    classes: list[StrictInt | StrictStr] | None = Field(
+        None,
+        min_length=2,
+        max_length=1000,
+        examples=[["ham", "spam"]],
+        description="Labels. Two classes: the first is the negative one. More: multi-class by "
+        "one-vs-one (default) or one-vs-rest. Default [-1, 1].",
+    )
+    multiclass: Literal["ovo", "ovr"] = "ovo"
+    averaging: AveragingSpec | None = None
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "digits",
+                    "kind": "dos",
+                    "params": {"rank": 8},
+                    "input": {"n_features": 784},
+                    "classes": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+                    "averaging": {"interval": 50000},
+                }
+            ]
+        },
+    )
+
+
+class Instance(Strict):
+    """One example: dense ``x``, sparse ``indices`` + ``values``, or named ``features``."""
+
+    x: list[FiniteFloat] | None = None
+    indices: list[StrictInt] | None = None
+    values: list[FiniteFloat] | None = None
+    features: dict[str, FeatureValue] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        forms = [
+            self.x is not None,
+            self.indices is not None or self.values is not None,
+            self.features is not None,
+        ]
+        if sum(forms) != 1:
+            raise ValueError("give exactly one of x, indices + values, or features")
+        if (self.indices is None) != (self.values is None):
+            raise ValueError("indices and values go together")
+        return self
+
+
+class PredictRequest(Strict):
+    instances: list[Instance] = Field(..., min_length=1, examples=[[{"x": [0.0, 1.5, 2.0]}]])
+
+
+class Prediction(BaseModel):
+    label: Any = Field(..., description="Predicted class.")
+    score: float | list[float] = Field(
+        ...,
+        description="Decision value (binary: |Uz|^2-|Vz|^2 "
+        "or w.z; multi-class: one value per class).",
+    )
+    probability: float | None = Field(
+        None,
+        description="Only for models with a calibrated "
+        "probability; passive-aggressive models have none.",
+    )
+    prediction_id: str = Field(..., description="Send it back with the true label as feedback.")
+
+
+class PredictResponse(BaseModel):
+    model: str
+    version: int
+    variant: Literal["live", "averaged"]
+    predictions: list[Prediction]
+
+
+class Example(Instance):
+    """A labelled example: an instance (or the ``prediction_id`` of an earlier prediction,
+    whose features the service kept) and its true ``label``."""
+
+    prediction_id: str | None = None
+    label: Label
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if self.prediction_id is not None:
+            if any(v is not None for v in (self.x, self.indices, self.values, self.features)):
+                raise ValueError("give either prediction_id or the features, not both")
+            return self
+        return Instance._one_form(self)
+
+
+class FeedbackRequest(Strict):
+    examples: list[Example] = Field(
+        ...,
+        min_length=1,
+        examples=[[{"x": [0.0, 1.5, 2.0], "label": 1}, {"prediction_id": "9f1c...", "label": -1}]],
+    )
+
+
+class FeedbackResult(BaseModel):
+    predicted: Any = Field(..., description="Label predicted before the update.")
+    loss: float = Field(
+        ...,
+        description="Hinge loss before the update (multi-class: summed "
+        "over the binary models that learned).",
+    )
+    aggressive: bool = Field(..., description="Whether the model changed.")
+
+
+class FeedbackResponse(BaseModel):
+    model: str
+    version: int
+    learned: int
+    aggressive: int
+    results: list[FeedbackResult] | None = Field(None, description="Per example (JSON bodies).")
+
+
+class ProgressiveMetrics(BaseModel):
+    examples: int
+    accuracy: float | None
+    hinge_loss: float | None
+    recent_examples: int
+    recent_accuracy: float | None
+    recent_hinge_loss: float | None
+
+
+class ModelInfo(BaseModel):
+    name: str
+    kind: str
+    params: dict[str, Any]
+    input: dict[str, int]
+    classes: list[Any]
+    multiclass: str | None
+    averaging: dict[str, int]
+    version: int
+    created_at: float
+    examples_learned: int
+    aggressive_updates: int
+    predictions: int
+    last_snapshot_version: int | None
+    metrics: ProgressiveMetrics
+
+
+class ModelList(BaseModel):
+    models: list[ModelInfo]
+
+
+class SnapshotInfo(BaseModel):
+    model: str
+    version: int
+    created_at: float
+    size_bytes: int
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[SnapshotInfo]

@@ -1,0 +1,295 @@
+"""Snapshot format and stores (local directory, Redis).
+
+**Format.** A snapshot is a self-describing, non-pickle blob::
+
+    b"LZTSNAP1\\n" | header length (8 bytes, little endian) | header (JSON, UTF-8) | payload
+
+The header holds the model name, version, creation time, the model's create request, the
+estimator's ``kind``/``params``/``scalars`` and one descriptor per array (name, dtype, shape,
+offset and length in the payload), plus the SHA-256 of the payload. The payload is the raw
+little-endian bytes of the arrays. ``decode`` checks the magic, the checksum and every
+descriptor before building anything.
+
+**Local store** (the embedded default): ``<dir>/<model>/<version:012d>.snap`` written to a
+temporary file, fsynced and renamed, then the pointer ``<dir>/<model>/LATEST`` replaced the
+same way: a crash leaves either the old or the new snapshot, never half of one.
+
+**Redis key layout** (prefix ``lorentztron`` by default, see ``RedisStore``)::
+
+    {prefix}:models                         set of model names with snapshots
+    {prefix}:model:{name}:snapshot:{v}      the blob of version v
+    {prefix}:model:{name}:versions          sorted set: member v, score v
+    {prefix}:model:{name}:latest            the latest version, as a decimal string
+
+A snapshot's blob, its entry in ``versions``, the ``latest`` pointer and the pruning of old
+versions are written in one MULTI/EXEC transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+MAGIC = b"LZTSNAP1\n"
+FORMAT_VERSION = 1
+
+
+class SnapshotError(Exception):
+    """A snapshot could not be read or written."""
+
+
+@dataclass(frozen=True)
+class SnapshotMeta:
+    model: str
+    version: int
+    created_at: float
+    size_bytes: int
+
+
+def encode(
+    model: str, version: int, spec: dict, state: dict, created_at: float | None = None
+) -> bytes:
+    """Serialise an estimator state (``get_state()``) with its model spec."""
+    descriptors, chunks, offset = [], [], 0
+    for name in sorted(state["arrays"]):
+        array = np.ascontiguousarray(state["arrays"][name])
+        data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        descriptors.append(
+            {
+                "name": name,
+                "dtype": array.dtype.newbyteorder("<").str,
+                "shape": list(array.shape),
+                "offset": offset,
+                "nbytes": len(data),
+            }
+        )
+        chunks.append(data)
+        offset += len(data)
+    payload = b"".join(chunks)
+    header = {
+        "format": FORMAT_VERSION,
+        "model": model,
+        "version": version,
+        "created_at": time.time() if created_at is None else created_at,
+        "spec": spec,
+        "kind": state["kind"],
+        "params": state["params"],
+        "scalars": state["scalars"],
+        "arrays": descriptors,
+        "payload_sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    head = json.dumps(header, sort_keys=True).encode()
+    return MAGIC + struct.pack("<Q", len(head)) + head + payload
+
+
+def decode(blob: bytes) -> tuple[dict, dict]:
+    """(header, state) of a blob; SnapshotError if anything is off."""
+    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 8:
+        raise SnapshotError("not a lorentztron snapshot (bad magic)")
+    (head_length,) = struct.unpack_from("<Q", blob, len(MAGIC))
+    start = len(MAGIC) + 8
+    if start + head_length > len(blob):
+        raise SnapshotError("truncated snapshot header")
+    try:
+        header = json.loads(blob[start : start + head_length])
+    except ValueError as error:
+        raise SnapshotError(f"unreadable snapshot header: {error}") from None
+    if header.get("format") != FORMAT_VERSION:
+        raise SnapshotError(f"unsupported snapshot format {header.get('format')!r}")
+    payload = memoryview(blob)[start + head_length :]
+    if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
+        raise SnapshotError("snapshot checksum mismatch")
+    arrays = {}
+    for d in header["arrays"]:
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind not in "fiub" or d["offset"] + d["nbytes"] > len(payload):
+            raise SnapshotError(f"bad array descriptor {d['name']!r}")
+        array = np.frombuffer(
+            payload, dtype=dtype, count=int(np.prod(d["shape"], dtype=int)), offset=d["offset"]
+        ).reshape(d["shape"])
+        arrays[d["name"]] = array.astype(dtype.newbyteorder("="), copy=True)
+    state = {
+        "kind": header["kind"],
+        "params": header["params"],
+        "arrays": arrays,
+        "scalars": header["scalars"],
+    }
+    return header, state
+
+
+class SnapshotStore(Protocol):
+    """Where snapshots live. Every method may raise SnapshotError or OSError/Redis errors."""
+
+    def save(self, model: str, version: int, blob: bytes, retention: int) -> None: ...
+    def load(self, model: str, version: int | None = None) -> bytes: ...
+    def versions(self, model: str) -> list[SnapshotMeta]: ...
+    def models(self) -> list[str]: ...
+    def delete(self, model: str) -> None: ...
+    def ping(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class LocalStore:
+    """Snapshots as files under a directory (atomic rename; see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+
+    def _dir(self, model: str) -> Path:
+        return self.directory / model
+
+    def save(self, model: str, version: int, blob: bytes, retention: int) -> None:
+        folder = self._dir(model)
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(folder / f"{version:012d}.snap", blob)
+        _atomic_write(folder / "LATEST", str(version).encode())
+        for meta in self.versions(model)[:-retention]:
+            (folder / f"{meta.version:012d}.snap").unlink(missing_ok=True)
+
+    def load(self, model: str, version: int | None = None) -> bytes:
+        folder = self._dir(model)
+        if version is None:
+            try:
+                version = int((folder / "LATEST").read_text())
+            except FileNotFoundError:
+                raise SnapshotError(f"no snapshot of {model!r}") from None
+        try:
+            return (folder / f"{version:012d}.snap").read_bytes()
+        except FileNotFoundError:
+            raise SnapshotError(f"no snapshot {version} of {model!r}") from None
+
+    def versions(self, model: str) -> list[SnapshotMeta]:
+        metas = []
+        for path in sorted(self._dir(model).glob("*.snap")):
+            with open(path, "rb") as handle:
+                start = handle.read(len(MAGIC) + 8)
+                (head_length,) = struct.unpack_from("<Q", start, len(MAGIC))
+                header = json.loads(handle.read(head_length))
+            metas.append(
+                SnapshotMeta(model, int(path.stem), header["created_at"], path.stat().st_size)
+            )
+        return metas
+
+    def models(self) -> list[str]:
+        if not self.directory.exists():
+            return []
+        return sorted(p.name for p in self.directory.iterdir() if (p / "LATEST").exists())
+
+    def delete(self, model: str) -> None:
+        folder = self._dir(model)
+        if folder.exists():
+            for path in folder.iterdir():
+                path.unlink()
+            folder.rmdir()
+
+    def ping(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.directory, os.W_OK):
+            raise SnapshotError(f"{self.directory} is not writable")
+
+    def close(self) -> None:
+        pass
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+class RedisStore:
+    """Snapshots in Redis (key layout in the module docstring). One client, closed on
+    shutdown; short socket timeouts so that an outage fails fast and the worker retries."""
+
+    def __init__(self, url: str, prefix: str = "lorentztron", timeout: float = 2.0):
+        import redis
+
+        self.prefix = prefix
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+
+    def _key(self, model: str, *parts: Any) -> str:
+        return ":".join([self.prefix, "model", model, *map(str, parts)])
+
+    def save(self, model: str, version: int, blob: bytes, retention: int) -> None:
+        versions_key = self._key(model, "versions")
+        old = [int(v) for v in self.client.zrange(versions_key, 0, -1)]
+        keep = sorted(set(old) | {version})[-retention:]
+        drop = [v for v in old if v not in keep]
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(self._key(model, "snapshot", version), blob)
+            pipe.zadd(versions_key, {str(version): version})
+            pipe.set(self._key(model, "latest"), str(max(keep)))
+            pipe.sadd(f"{self.prefix}:models", model)
+            for v in drop:
+                pipe.delete(self._key(model, "snapshot", v))
+                pipe.zrem(versions_key, str(v))
+            pipe.execute()
+
+    def load(self, model: str, version: int | None = None) -> bytes:
+        if version is None:
+            latest = self.client.get(self._key(model, "latest"))
+            if latest is None:
+                raise SnapshotError(f"no snapshot of {model!r}")
+            version = int(latest)
+        blob = self.client.get(self._key(model, "snapshot", version))
+        if blob is None:
+            raise SnapshotError(f"no snapshot {version} of {model!r}")
+        return blob
+
+    def versions(self, model: str) -> list[SnapshotMeta]:
+        metas = []
+        for v in self.client.zrange(self._key(model, "versions"), 0, -1):
+            blob = self.client.get(self._key(model, "snapshot", int(v)))
+            if blob is not None:
+                header, _ = _header(blob)
+                metas.append(SnapshotMeta(model, int(v), header["created_at"], len(blob)))
+        return metas
+
+    def models(self) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(f"{self.prefix}:models"))
+
+    def delete(self, model: str) -> None:
+        versions = self.client.zrange(self._key(model, "versions"), 0, -1)
+        with self.client.pipeline(transaction=True) as pipe:
+            for v in versions:
+                pipe.delete(self._key(model, "snapshot", int(v)))
+            pipe.delete(self._key(model, "versions"), self._key(model, "latest"))
+            pipe.srem(f"{self.prefix}:models", model)
+            pipe.execute()
+
+    def ping(self) -> None:
+        self.client.ping()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _header(blob: bytes) -> tuple[dict, int]:
+    (head_length,) = struct.unpack_from("<Q", blob, len(MAGIC))
+    start = len(MAGIC) + 8
+    return json.loads(blob[start : start + head_length]), start + head_length
+
+
+def read_header(blob: bytes) -> dict:
+    """The header of a blob without checking or copying the payload."""
+    if not blob.startswith(MAGIC):
+        raise SnapshotError("not a lorentztron snapshot (bad magic)")
+    return _header(blob)[0]
