@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-Label = StrictInt | StrictStr | FiniteFloat
+Label = StrictBool | StrictInt | StrictStr | FiniteFloat  # bools parsed to be refused
 FeatureValue = FiniteFloat | StrictBool | StrictStr
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 

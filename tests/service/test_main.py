@@ -1,6 +1,5 @@
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -9,25 +8,42 @@ import httpx
 from fastapi.testclient import TestClient
 
 from service.main import create_app
+from tests.service.conftest import free_port
 
 
-def test_health_and_readiness_with_lifespan():
-    with TestClient(create_app()) as client:
+def test_health_readiness_and_openapi(settings):
+    with TestClient(create_app(settings)) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
-        assert client.get("/readyz").json() == {"status": "ready"}
-        assert client.get("/openapi.json").json()["info"]["title"] == "lorentztron"
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["checks"] == {
+            "kernels_compiled": True,
+            "models_restored": True,
+            "snapshot_store": True,
+        }
+        spec = client.get("/openapi.json").json()
+        assert spec["info"]["title"] == "lorentztron"
+        feedback = spec["paths"]["/v1/models/{name}/feedback"]["post"]
+        assert set(feedback["requestBody"]["content"]) == {
+            "application/json",
+            "application/x-ndjson",
+            "text/x-svmlight",
+        }
+        assert "/v1/models/{name}/predict" in spec["paths"]
+        response = client.get("/healthz", headers={"X-Request-ID": "abc"})
+        assert response.headers["x-request-id"] == "abc"
+        assert len(client.get("/healthz").headers["x-request-id"]) == 32
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_cli_serves_over_real_http():
-    """`lorentztron serve` (what `make serve` runs) answers /healthz through uvicorn."""
+def test_cli_serves_over_real_http(tmp_path):
+    """`lorentztron serve` (what `make serve` runs) answers through uvicorn."""
     port = free_port()
-    env = dict(os.environ, LORENTZTRON_PORT=str(port), LORENTZTRON_HOST="127.0.0.1")
+    env = dict(
+        os.environ,
+        LORENTZTRON_PORT=str(port),
+        LORENTZTRON_HOST="127.0.0.1",
+        LORENTZTRON_SNAPSHOT_DIR=str(tmp_path / "snapshots"),
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve"],
         env=env,
@@ -35,11 +51,10 @@ def test_cli_serves_over_real_http():
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while True:
             try:
-                response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                if response.json() == {"status": "ready"}:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -49,4 +64,4 @@ def test_cli_serves_over_real_http():
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok"}
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=20)
+        process.wait(timeout=30)

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from core.averaging import Averaged
+from core.base import state_digest
+from core.dos import DoSClassifier
+from service.store import LocalStore, RedisStore, SnapshotError, decode, encode, read_header
+
+
+def trained_state(seed=0):
+    model = Averaged(model=DoSClassifier(n_features=5, rank=3, seed=seed), interval=3)
+    rng = np.random.default_rng(seed)
+    model.learn_many(rng.standard_normal((10, 5)), rng.choice([-1, 1], 10))
+    return model.get_state()
+
+
+def test_round_trip_is_bit_exact():
+    state = trained_state()
+    blob = encode("m", 7, {"name": "m"}, state, created_at=123.0)
+    header, decoded = decode(blob)
+    assert header["model"] == "m" and header["version"] == 7 and header["created_at"] == 123.0
+    assert header["spec"] == {"name": "m"}
+    assert state_digest(decoded) == state_digest(state)
+    assert read_header(blob)["version"] == 7
+    assert b"pickle" not in blob and blob.startswith(b"LZTSNAP1\n")
+
+
+def test_corruption_is_detected():
+    blob = encode("m", 1, {}, trained_state())
+    flipped = bytearray(blob)
+    flipped[-5] ^= 0xFF
+    with pytest.raises(SnapshotError, match="checksum"):
+        decode(bytes(flipped))
+    with pytest.raises(SnapshotError, match="magic"):
+        decode(b"PK\x03\x04" + blob[4:])
+    with pytest.raises(SnapshotError):
+        decode(blob[:20])
+
+
+def exercise_store(store):
+    assert store.models() == []
+    with pytest.raises(SnapshotError):
+        store.load("m")
+    blobs = {v: encode("m", v, {}, trained_state(v)) for v in (1, 2, 3)}
+    for v, blob in blobs.items():
+        store.save("m", v, blob, retention=2)
+    assert store.models() == ["m"]
+    assert [meta.version for meta in store.versions("m")] == [2, 3]
+    assert store.load("m") == blobs[3]
+    assert store.load("m", 2) == blobs[2]
+    with pytest.raises(SnapshotError):
+        store.load("m", 1)
+    store.delete("m")
+    assert store.models() == [] and store.versions("m") == []
+    store.ping()
+
+
+def test_local_store(tmp_path):
+    store = LocalStore(tmp_path / "snaps")
+    exercise_store(store)
+    # a crashed write leaves a temporary file that never counts as a snapshot
+    store.save("m", 1, encode("m", 1, {}, trained_state()), retention=3)
+    (tmp_path / "snaps" / "m" / ".000000000002.snap.999.tmp").write_bytes(b"half")
+    assert [meta.version for meta in store.versions("m")] == [1]
+    assert decode(store.load("m"))[0]["version"] == 1
+
+
+def test_redis_store(redis_server):
+    store = RedisStore(redis_server.url, prefix="test")
+    exercise_store(store)
+    store.save("m", 5, encode("m", 5, {}, trained_state()), retention=2)
+    keys = sorted(k.decode() for k in store.client.keys("*"))
+    assert keys == [
+        "test:model:m:latest",
+        "test:model:m:snapshot:5",
+        "test:model:m:versions",
+        "test:models",
+    ]
+    store.close()
+
+
+def test_redis_store_unreachable_fails_fast():
+    store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
+    with pytest.raises(Exception):
+        store.ping()
