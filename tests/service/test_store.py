@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import redis
 
 from core.averaging import Averaged
 from core.base import state_digest
@@ -81,5 +82,5 @@ def test_redis_store(redis_server):
 
 def test_redis_store_unreachable_fails_fast():
     store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
-    with pytest.raises(Exception):
+    with pytest.raises(redis.ConnectionError):
         store.ping()

@@ -17,7 +17,9 @@ def test_json_feedback_learns_like_the_library(client):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 3))
     y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)
-    body = {"examples": [{"x": x.tolist(), "label": int(label)} for x, label in zip(X, y)]}
+    body = {
+        "examples": [{"x": x.tolist(), "label": int(label)} for x, label in zip(X, y, strict=True)]
+    }
     response = client.post("/v1/models/m/feedback", json=body)
     assert response.status_code == 200, response.text
     data = response.json()

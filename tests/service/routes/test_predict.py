@@ -10,7 +10,11 @@ def test_live_and_averaged_variants(client):
     y = np.where(X[:, 0] > 0, 1, -1)
     client.post(
         "/v1/models/m/feedback",
-        json={"examples": [{"x": x.tolist(), "label": int(label)} for x, label in zip(X, y)]},
+        json={
+            "examples": [
+                {"x": x.tolist(), "label": int(label)} for x, label in zip(X, y, strict=True)
+            ]
+        },
     )
     live = client.app.state.components.registry.get("m").estimator
     body = {"instances": [{"x": x.tolist()} for x in X[:4]]}
