@@ -268,6 +268,7 @@ class PQR(BinaryClassifier):
             work_index,
             work_value,
             np.empty(work_value.shape[0], dtype=FLOAT),
+            np.empty(work_value.shape[0], dtype=FLOAT),
         )
         if status != STEP_OK:
             raise ValueError("the example's expansion, score or gradient overflows float64")
@@ -285,6 +286,7 @@ class PQR(BinaryClassifier):
         nnz = int(np.max(np.diff(batch.indptr)))
         active_slots, active_values, work_index, work_value = self._scratch(nnz)
         work_weight = np.empty(work_value.shape[0], dtype=FLOAT)
+        work_root = np.empty(work_value.shape[0], dtype=FLOAT)
         # split at the end of the warm-up so that H is set at the same example as learn_one
         cuts = [0, n_rows]
         if self._warmup_pending() and self.n_seen_ + n_rows > self._warmup:
@@ -306,6 +308,7 @@ class PQR(BinaryClassifier):
                 work_index,
                 work_value,
                 work_weight,
+                work_root,
                 scores[start:stop],
                 losses[start:stop],
                 moved[start:stop],

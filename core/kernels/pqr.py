@@ -85,7 +85,7 @@ def _pqr_expand(slot, k, indices, values, active_slots, active_values, out_index
             if product != 0.0:
                 sa = active_slots[a]
                 lo, hi = (sa, sb) if sa < sb else (sb, sa)
-                out_index[m] = base + hi * (hi - 1) // 2 + lo  # p_{H[lo], H[hi]}
+                out_index[m] = base + ((hi * (hi - 1)) >> 1) + lo  # p_{H[lo], H[hi]}
                 out_value[m] = product
                 m += 1
     if x_low != 0.0:
@@ -100,25 +100,29 @@ def _pqr_expand(slot, k, indices, values, active_slots, active_values, out_index
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _pqr_ftrl_weight(z, n, alpha, beta, l1, l2):
-    """The lazy weight of Algorithm 2 from one coordinate's z and n."""
+def _pqr_ftrl_weight(z, root_n, inverse_alpha, beta, l1, l2):
+    """The lazy weight of Algorithm 2 from one coordinate's z and sqrt(n).
+
+    Callers pass 1 / alpha, computed once per example: one division per weight, not two.
+    """
     if abs(z) <= l1:
         return 0.0
-    return -(z - np.sign(z) * l1) / ((beta + np.sqrt(n)) / alpha + l2)
+    return -(z - np.sign(z) * l1) / ((beta + root_n) * inverse_alpha + l2)
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _pqr_weight(zn, i, optimizer, alpha, beta, l1, l2):
+def _pqr_weight(zn, i, optimizer, inverse_alpha, beta, l1, l2):
     if optimizer == OPTIMIZER_OGD:
         return zn[i, 0]
-    return _pqr_ftrl_weight(zn[i, 0], zn[i, 1], alpha, beta, l1, l2)
+    return _pqr_ftrl_weight(zn[i, 0], np.sqrt(zn[i, 1]), inverse_alpha, beta, l1, l2)
 
 
 @numba.njit(**NJIT_OPTIONS)
 def _pqr_weights(zn, optimizer, alpha, beta, l1, l2, out):
     """Every weight of the expanded space (for statistics and inspection)."""
+    inverse_alpha = 1.0 / alpha
     for i in range(zn.shape[0]):
-        out[i] = _pqr_weight(zn, i, optimizer, alpha, beta, l1, l2)
+        out[i] = _pqr_weight(zn, i, optimizer, inverse_alpha, beta, l1, l2)
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -156,9 +160,11 @@ def _pqr_score(
 ):
     """w . x~ (eq 9 in its expanded form), summed in the order of ``_pqr_expand``."""
     m = _pqr_expand(slot, k, indices, values, active_slots, active_values, work_index, work_value)
+    inverse_alpha = 1.0 / alpha
     total = 0.0
     for t in range(m):
-        total += _pqr_weight(zn, work_index[t], optimizer, alpha, beta, l1, l2) * work_value[t]
+        w = _pqr_weight(zn, work_index[t], optimizer, inverse_alpha, beta, l1, l2)
+        total += w * work_value[t]
     return total
 
 
@@ -182,6 +188,7 @@ def _pqr_step(
     work_index,
     work_value,
     work_weight,
+    work_root,
 ):
     """One round of Algorithm 2 in place. Returns (status, score, loss, moved).
 
@@ -190,10 +197,17 @@ def _pqr_step(
     loss and every g_i^2 are finite. Occurrence counts of the non-zero features of x go up.
     """
     m = _pqr_expand(slot, k, indices, values, active_slots, active_values, work_index, work_value)
+    inverse_alpha = 1.0 / alpha
     score = 0.0
     largest = 0.0
     for t in range(m):
-        w = _pqr_weight(zn, work_index[t], optimizer, alpha, beta, l1, l2)
+        i = work_index[t]
+        root = np.sqrt(zn[i, 1])
+        work_root[t] = root
+        if optimizer == OPTIMIZER_OGD:
+            w = zn[i, 0]
+        else:
+            w = _pqr_ftrl_weight(zn[i, 0], root, inverse_alpha, beta, l1, l2)
         work_weight[t] = w
         score += w * work_value[t]
         largest = max(largest, abs(work_value[t]))
@@ -216,17 +230,17 @@ def _pqr_step(
         i = work_index[t]
         w = work_weight[t]
         g_i = g * work_value[t]
-        n_old = zn[i, 1]
-        n_new = n_old + g_i * g_i
+        n_new = zn[i, 1] + g_i * g_i
+        root_new = np.sqrt(n_new)
         if optimizer == OPTIMIZER_FTRL:
-            sigma = (np.sqrt(n_new) - np.sqrt(n_old)) / alpha
+            sigma = (root_new - work_root[t]) * inverse_alpha
             zn[i, 0] += g_i - sigma * w
             zn[i, 1] = n_new
             if not moved:
-                moved = _pqr_ftrl_weight(zn[i, 0], n_new, alpha, beta, l1, l2) != w
+                moved = _pqr_ftrl_weight(zn[i, 0], root_new, inverse_alpha, beta, l1, l2) != w
         else:
             # proximal step on l1 |w| + l2 / 2 w^2 after the gradient step
-            eta = alpha / (beta + np.sqrt(n_new))
+            eta = alpha / (beta + root_new)
             u = w - eta * g_i
             shrunk = abs(u) - eta * l1
             new = np.sign(u) * shrunk / (1.0 + eta * l2) if shrunk > 0.0 else 0.0
@@ -277,6 +291,7 @@ def _pqr_learn_batch(
     work_index,
     work_value,
     work_weight,
+    work_root,
     scores,
     losses,
     moved,
@@ -311,6 +326,7 @@ def _pqr_learn_batch(
             work_index,
             work_value,
             work_weight,
+            work_root,
         )
         scores[r] = score
         losses[r] = loss
