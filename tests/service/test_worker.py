@@ -1,0 +1,52 @@
+"""The worker against a real Redis that goes away and comes back."""
+
+import time
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from service.config import Settings
+from service.main import create_app
+from service.store import RedisStore, decode
+from tests.service.conftest import create
+
+
+def wait_for(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_redis_outage_keeps_serving_and_snapshots_resume(redis_server, tmp_path):
+    settings = Settings(redis_url=redis_server.url, snapshot_interval=0.5, redis_prefix="t")
+    example = {"examples": [{"x": [1.0, 0.5, -1.0], "label": 1}]}
+    instance = {"instances": [{"x": [1.0, 0.5, -1.0]}]}
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        assert client.post("/v1/models/m/feedback", json=example).status_code == 200
+        store = RedisStore(redis_server.url, prefix="t")
+        wait_for(lambda: [m.version for m in store.versions("m")] == [1])
+        store.close()
+
+        redis_server.stop()
+        # predictions and feedback do not depend on the store
+        assert client.post("/v1/models/m/predict", json=instance).status_code == 200
+        response = client.post("/v1/models/m/feedback", json=example)
+        assert response.status_code == 200 and response.json()["version"] == 2
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["snapshot_store"] is False
+        wait_for(
+            lambda: 'lorentztron_snapshot_failures_total{model="m"}' in client.get("/metrics").text
+        )
+        assert "lorentztron_snapshot_store_up 0.0" in client.get("/metrics").text
+        assert client.post("/v1/models/m/snapshots").status_code == 503
+
+        redis_server.start()  # same port, empty database
+        store = RedisStore(redis_server.url, prefix="t")
+        wait_for(lambda: [m.version for m in store.versions("m")] == [2])
+        header, state = decode(store.load("m"))
+        live = client.app.state.components.registry.get("m").estimator.get_state()
+        assert all(np.array_equal(state["arrays"][k], live["arrays"][k]) for k in live["arrays"])
+        wait_for(lambda: client.get("/readyz").status_code == 200)
+        store.close()
