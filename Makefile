@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
-.PHONY: setup test serve lint format bench reproduce clean
+.PHONY: setup system-deps test serve lint format bench reproduce clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
-test: $(STAMP)
+# Tests that need Redis start their own redis-server: install it when missing (root on CI).
+system-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing redis-server"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+
+test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q

@@ -103,13 +103,10 @@ class Estimator:
         ``params`` is JSON-serialisable (sub-models are written as ``{"kind", "params"}``),
         ``arrays`` maps names to C-contiguous copies, ``scalars`` maps names to ints/floats.
         """
-        arrays = {
-            name: np.array(getattr(self, name), order="C", copy=True) for name in self._arrays
-        }
+        arrays = {name: np.array(array, order="C", copy=True) for name, array in self.arrays()}
         scalars = {name: _plain(getattr(self, name)) for name in self._scalars}
         for prefix, child in self._children():
             child_state = child.get_state()
-            arrays.update({f"{prefix}.{k}": v for k, v in child_state["arrays"].items()})
             scalars.update({f"{prefix}.{k}": v for k, v in child_state["scalars"].items()})
         return {
             "kind": type(self).__name__,
@@ -117,6 +114,15 @@ class Estimator:
             "arrays": arrays,
             "scalars": scalars,
         }
+
+    def arrays(self):
+        """Yield ``(name, array)`` for every learned array, sub-models' with their dotted
+        prefixes, without copying (read them under the model's lock)."""
+        for name in self._arrays:
+            yield name, getattr(self, name)
+        for prefix, child in self._children():
+            for name, array in child.arrays():
+                yield f"{prefix}.{name}", array
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load a state from ``get_state``; everything is checked before anything is written."""

@@ -1,16 +1,61 @@
 """``lorentztron`` command line."""
 
+from __future__ import annotations
+
 import argparse
+import json
+import logging
+import time
 
 import uvicorn
 
 from service.config import get_settings
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger and message (access lines are already
+    JSON objects and are merged in)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        message = record.getMessage()
+        if message.startswith("{"):
+            try:
+                entry.update(json.loads(message))
+            except ValueError:
+                entry["message"] = message
+        else:
+            entry["message"] = message
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str) -> dict:
+    """Structured logs for our loggers and uvicorn's (its access log is replaced by ours,
+    which carries the request id)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json"}},
+        "loggers": {
+            "lorentztron": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "uvicorn": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="lorentztron", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="start the HTTP service")
+    serve = commands.add_parser("serve", help="start the HTTP service (settings: LORENTZTRON_*)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     args = parser.parse_args(argv)
@@ -21,7 +66,8 @@ def main(argv: list[str] | None = None) -> None:
             factory=True,
             host=args.host or settings.host,
             port=args.port or settings.port,
-            log_level=settings.log_level,
+            log_config=configure_logging(settings.log_level),
+            access_log=False,
         )
 
 

@@ -294,11 +294,14 @@ class LiveModel:
             return self.version
 
     def parameter_norm(self) -> float:
+        """Frobenius norm of the live model's parameters (no copy)."""
         with self.lock.read():
-            state = self.estimator.live_.get_state()
-        return float(
-            np.sqrt(sum(np.sum(a * a) for a in state["arrays"].values() if a.dtype.kind == "f"))
-        )
+            total = sum(
+                float(np.vdot(a, a))
+                for _, a in self.estimator.live_.arrays()
+                if a.dtype.kind == "f"
+            )
+        return float(np.sqrt(total))
 
     def info(self) -> dict[str, Any]:
         spec = self.spec

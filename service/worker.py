@@ -21,6 +21,9 @@ from service.store import SnapshotError, SnapshotMeta, decode, encode
 
 log = logging.getLogger("lorentztron.worker")
 
+#: seconds between refreshes of the parameter-norm gauges
+NORM_PERIOD = 10.0
+
 
 class SnapshotWorker:
     def __init__(self, registry: Registry, store, cache: PredictionCache, metrics, settings):
@@ -37,6 +40,7 @@ class SnapshotWorker:
         self._failures: dict[str, int] = {}
         self._save_lock = threading.Lock()
         self._task: asyncio.Task | None = None
+        self._norms_due = 0.0
 
     # -- store health ----------------------------------------------------------------------
     def check_store(self) -> bool:
@@ -130,9 +134,15 @@ class SnapshotWorker:
                 self.failing.pop(live.name, None)
 
     def refresh_gauges(self) -> None:
+        """Gauges that cost a pass over the parameters (norms) are refreshed at most every
+        ``NORM_PERIOD`` seconds; the cheap ones on every tick."""
         self.metrics.observe_cache(self.cache)
+        refresh_norms = time.monotonic() >= self._norms_due
+        if refresh_norms:
+            self._norms_due = time.monotonic() + NORM_PERIOD
         for live in self.registry.models():
-            self.metrics.parameter_norm.labels(live.name).set(live.parameter_norm())
+            if refresh_norms:
+                self.metrics.parameter_norm.labels(live.name).set(live.parameter_norm())
             self.metrics.observe_model(live)
 
     # -- loop ----------------------------------------------------------------------------
