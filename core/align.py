@@ -177,7 +177,62 @@ def procrustes(A, B) -> np.ndarray:
 
 
 # -- alignment and averaging (section 3.4) -------------------------------------------------
-def align(reference, other) -> tuple[Pair, Pair]:
+def canonical(U, V) -> Pair:
+    """The minimum-norm factorisation of the model's quadratic form (exact symmetry breaking).
+
+    The classifier depends on (U, V) only through ``M = U^T U - V^T V`` (eq 10), so every
+    transformation that keeps M is a symmetry: the rotations of eqs (11)-(12) (independent for
+    U and V), the boosts of eqs (13)-(14), and their mixtures (the group O(d, d) acting on the
+    stacked ``[U; V]``). Over all factorisations ``M = U'^T U' - V'^T V'`` with d rows each,
+    ``|U'|_F^2 + |V'|_F^2 >= ||M||_*`` (the nuclear norm), with equality for the spectral one:
+    the rows of ``U'`` are ``sqrt(lambda_i) e_i`` over the positive eigenpairs of M (at most d of
+    them, by Sylvester's law of inertia) and those of ``V'`` ``sqrt(-lambda_j) e_j`` over the
+    negative ones, largest first, zero rows last, each row's largest entry made positive.
+
+    So ``canonical`` returns the same arrays for every member of a symmetry orbit (when the
+    eigenvalues are distinct; within a repeated eigenvalue only a rotation remains, which
+    Procrustes removes), where the paper's min-norm boost (eqs 15-16) only minimises over one
+    boost angle and depends on the rotations through ``<U, V>``. Cost: one QR of the
+    (n, 2d) matrix ``[U; V]^T`` and one eigendecomposition of a 2d x 2d matrix, O(n d^2).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(2)
+    >>> U, V = rng.standard_normal((2, 2, 5))
+    >>> Q1, Q2 = (np.linalg.qr(rng.standard_normal((2, 2)))[0] for _ in range(2))
+    >>> A, B = canonical(U, V)
+    >>> A2, B2 = canonical(*boost(Q1 @ U, Q2 @ V, 0.7))
+    >>> bool(np.allclose(A, A2) and np.allclose(B, B2))
+    True
+    >>> bool(np.allclose(A.T @ A - B.T @ B, U.T @ U - V.T @ V))
+    True
+    """
+    U, V = _check_pair(U, V)
+    d, n = U.shape
+    Q, R = np.linalg.qr(np.vstack([U, V]).T)  # [U; V]^T = Q R, Q of shape (n, r)
+    K = R[:, :d] @ R[:, :d].T - R[:, d:] @ R[:, d:].T  # M = Q K Q^T
+    eigenvalues, vectors = np.linalg.eigh(K)
+    directions = (Q @ vectors).T  # rows: eigenvectors of M
+    # eigenvalues below the rounding error of K (relative to |U|^2 + |V|^2) are zeros
+    tolerance = float(np.sum(R * R)) * max(K.shape[0], 1) * np.finfo(float).eps
+    out = []
+    for sign in (1.0, -1.0):
+        order = np.argsort(-sign * eigenvalues)[:d]
+        keep = order[sign * eigenvalues[order] > tolerance]
+        rows = np.sqrt(sign * eigenvalues[keep])[:, None] * directions[keep]
+        if rows.shape[0]:
+            flip = np.sign(rows[np.arange(rows.shape[0]), np.argmax(np.abs(rows), axis=1)])
+            rows = rows * flip[:, None]
+        full = np.zeros((d, n), dtype=np.result_type(U.dtype, float))
+        full[: rows.shape[0]] = rows
+        out.append(full)
+    return out[0], out[1]
+
+
+ALIGNMENTS = ("paper", "spectral")
+
+
+def align(reference, other, method: str = "paper") -> tuple[Pair, Pair]:
     """Align the DoS model ``other = (U2, V2)`` to ``reference = (U1, V1)`` (section 3.4).
 
     Step 1: boost both to their minimum-norm forms ``(U1', V1')``, ``(U2', V2')`` (eqs 15-16).
@@ -190,9 +245,13 @@ def align(reference, other) -> tuple[Pair, Pair]:
     phi)`` when ``U1 V1^T = 0``. For a general reference and independent rotations it is a
     heuristic: ``<Omega U, Lambda V>`` differs from ``<U, V>``, so the min-norm boost differs.
 
+    ``method="spectral"`` replaces step 1 by :func:`canonical`, the minimum-norm form over
+    every symmetry, which makes the alignment exact for independent rotations too.
+
     Parameters
     ----------
     reference, other : pairs (U, V) of arrays of one shape (d, n)
+    method : {"paper", "spectral"}
 
     Returns
     -------
@@ -210,8 +269,8 @@ def align(reference, other) -> tuple[Pair, Pair]:
     >>> bool(np.allclose(U2, U1) and np.allclose(V2, V1))
     True
     """
-    U1, V1, _ = min_norm_boost(*reference)
-    U2, V2, _ = min_norm_boost(*other)
+    U1, V1 = _min_norm(reference, method)
+    U2, V2 = _min_norm(other, method)
     if U1.shape != U2.shape:
         raise ValueError(f"models of shapes {U1.shape} and {U2.shape} cannot be aligned")
     omega = procrustes(U2, U1)
@@ -219,7 +278,16 @@ def align(reference, other) -> tuple[Pair, Pair]:
     return (omega @ U2, lam @ V2), (U1, V1)
 
 
-def aligned_average(average, new, m: int) -> Pair:
+def _min_norm(pair, method: str) -> Pair:
+    if method == "paper":
+        U, V, _ = min_norm_boost(*pair)
+        return U, V
+    if method == "spectral":
+        return canonical(*pair)
+    raise ValueError(f"method must be one of {ALIGNMENTS}, got {method!r}")
+
+
+def aligned_average(average, new, m: int, method: str = "paper") -> Pair:
     """Fold the m-th DoS model into a running average with alignment (eq 28, section 3.4).
 
     ``Theta_hat_m = (1 - 1/m) Theta_hat'_{m-1} + (1/m) Theta''_m``, where ``Theta_hat'`` is
@@ -250,11 +318,10 @@ def aligned_average(average, new, m: int) -> Pair:
     """
     m = _check_m(m)
     if m == 1:
-        U, V, _ = min_norm_boost(*new)
-        return U, V
+        return _min_norm(new, method)
     if average is None:
         raise ValueError("average is required when m > 1")
-    (U2, V2), (U1, V1) = align(average, new)
+    (U2, V2), (U1, V1) = align(average, new, method)
     return U1 + (U2 - U1) / m, V1 + (V2 - V1) / m
 
 
@@ -280,7 +347,7 @@ def _check_state(state, what: str) -> None:
 
 
 def running_average(
-    average_state: dict[str, Any] | None, state: dict[str, Any], m: int
+    average_state: dict[str, Any] | None, state: dict[str, Any], m: int, method: str = "paper"
 ) -> dict[str, Any]:
     """Fold the m-th model state into the running average of states (eq 28, section 3.4).
 
@@ -292,6 +359,9 @@ def running_average(
     - every other floating-point array (e.g. ``w_`` of ``LinearPA``, or ``3.w_``) gets the
       plain running mean ``A + (B - A) / m`` (eq 28);
     - non-float arrays and scalars (counters) are taken from the newest ``state``.
+
+    ``method`` chooses the alignment of DoS pairs (:func:`align`: ``"paper"`` or
+    ``"spectral"``).
 
     With m = 1 (``average_state`` may be None) the result is a copy of ``state`` with its DoS
     pairs boosted to their minimum-norm forms. The result is a new state dict (nothing is
@@ -337,7 +407,7 @@ def running_average(
         previous = (
             None if m == 1 else (average_state["arrays"][u_name], average_state["arrays"][v_name])
         )
-        U, V = aligned_average(previous, (arrays[u_name], arrays[v_name]), m)
+        U, V = aligned_average(previous, (arrays[u_name], arrays[v_name]), m, method)
         out[u_name] = np.ascontiguousarray(U, dtype=arrays[u_name].dtype)
         out[v_name] = np.ascontiguousarray(V, dtype=arrays[v_name].dtype)
     for name, array in arrays.items():

@@ -9,7 +9,7 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 
-from core.align import running_average
+from core.align import ALIGNMENTS, running_average
 from core.base import Estimator
 
 
@@ -41,6 +41,10 @@ class Averaged(Estimator):
         of it and never modifies the object passed in.
     interval : int
         Examples between two averaging steps (the paper used 50 000 on INFIMNIST).
+    alignment : {"paper", "spectral"}
+        How DoS pairs are aligned before averaging (:func:`core.align.align`): the paper's
+        min-norm boost + Procrustes, or the spectral canonical form + Procrustes, which is
+        exact under every symmetry (independent rotations of U and V included).
 
     Attributes
     ----------
@@ -70,9 +74,12 @@ class Averaged(Estimator):
     _scalars = ("n_seen_", "n_averaged_")
     variants = ("averaged", "live")
 
-    def __init__(self, *, model: Estimator, interval: int = 1000):
+    def __init__(self, *, model: Estimator, interval: int = 1000, alignment: str = "paper"):
         self.model = model
         self.interval = interval
+        self.alignment = alignment
+        if alignment not in ALIGNMENTS:
+            raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
         if not isinstance(model, Estimator):
             raise ValueError(f"model must be an Estimator, got {type(model).__name__}")
         if isinstance(interval, bool) or not isinstance(interval, Integral) or interval < 1:
@@ -92,8 +99,7 @@ class Averaged(Estimator):
         result = self.live_.learn_one(x, y)
         self.n_seen_ += 1
         if self.n_seen_ % self.interval == 0:
-            state = running_average(self._average_state(), self.live_.get_state(), self._m())
-            self.average_.set_state(state)
+            self.average_.set_state(self._fold(self._average_state(), self._m()))
             self.n_averaged_ += 1
         return result
 
@@ -109,8 +115,7 @@ class Averaged(Estimator):
             result = self.live_.learn_many(X, y)
             self.n_seen_ += n_rows
             if n_rows and self.n_seen_ % interval == 0:
-                state = running_average(self._average_state(), self.live_.get_state(), self._m())
-                self.average_.set_state(state)
+                self.average_.set_state(self._fold(self._average_state(), self._m()))
                 self.n_averaged_ += 1
             return result
         backup = self.live_.get_state()
@@ -123,7 +128,7 @@ class Averaged(Estimator):
                 n_seen += stop - start
                 if n_seen % interval == 0:
                     n_averaged += 1
-                    average = running_average(average, self.live_.get_state(), n_averaged)
+                    average = self._fold(average, n_averaged)
             if n_averaged > self.n_averaged_:
                 self.average_.set_state(average)
         except BaseException:
@@ -131,6 +136,10 @@ class Averaged(Estimator):
             raise
         self.n_seen_, self.n_averaged_ = n_seen, n_averaged
         return _concatenate(results)
+
+    def _fold(self, average, m: int):
+        """The running average with the live model folded in as the m-th snapshot."""
+        return running_average(average, self.live_.get_state(), m, self.alignment)
 
     def _average_state(self):
         return self.average_.get_state() if self.n_averaged_ else None

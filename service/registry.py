@@ -160,8 +160,12 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
             model = OneVsOne(base=base, classes=list(classes))
         else:
             model = OneVsRest(base=base, classes=list(classes))
-        interval = spec.averaging.interval if spec.averaging else averaging_interval
-        return Averaged(model=model, interval=interval)
+        averaging = spec.averaging
+        return Averaged(
+            model=model,
+            interval=averaging.interval if averaging else averaging_interval,
+            alignment=averaging.alignment if averaging else "paper",
+        )
     except (TypeError, ValueError) as error:
         raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
 
@@ -312,7 +316,10 @@ class LiveModel:
             "input": spec.input.model_dump(exclude_none=True),
             "classes": self.classes,
             "multiclass": None if self.binary else spec.multiclass,
-            "averaging": {"interval": self.estimator.interval},
+            "averaging": {
+                "interval": self.estimator.interval,
+                "alignment": self.estimator.alignment,
+            },
             "version": self.version,
             "created_at": self.created_at,
             "examples_learned": self.n_learned,

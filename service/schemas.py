@@ -39,6 +39,11 @@ class AveragingSpec(Strict):
     running average every ``interval`` learned examples."""
 
     interval: int = Field(..., ge=1, le=1 << 40)
+    alignment: Literal["paper", "spectral"] = Field(
+        "paper",
+        description="DoS alignment before averaging: the paper's min-norm boost + "
+        "Procrustes, or the spectral canonical form + Procrustes (exact under every symmetry).",
+    )
 
 
 class CreateModel(Strict):
@@ -184,7 +189,7 @@ class ModelInfo(BaseModel):
     input: dict[str, int]
     classes: list[Any]
     multiclass: str | None
-    averaging: dict[str, int]
+    averaging: dict[str, int | str]
     version: int
     created_at: float
     examples_learned: int

@@ -443,3 +443,64 @@ def test_running_average_of_degenerate_dos_states_is_finite():
     # the zero model and U = V average to the zero model
     model.set_state(running_average(running_average(None, zero, 1), same, 2))
     assert not model.U_.any() and not model.V_.any()
+
+
+# -- spectral canonical form (exact symmetry breaking) ----------------------------------------
+@pytest.mark.parametrize("seed", range(5))
+def test_canonical_keeps_the_classifier_and_reaches_the_nuclear_norm(seed):
+    from core.align import canonical
+
+    rng = np.random.default_rng(100 + seed)
+    U, V = random_model(rng, rank=3, n_columns=9)
+    A, B = canonical(U, V)
+    assert_same_classifier((A, B), (U, V))
+    M = U.T @ U - V.T @ V
+    nuclear = np.sum(np.abs(np.linalg.eigvalsh(M)))
+    assert sq_norm(A, B) == pytest.approx(nuclear, rel=1e-10)
+    Ub, Vb, _ = min_norm_boost(U, V)
+    assert sq_norm(A, B) <= sq_norm(Ub, Vb) * (1 + 1e-12)
+    # rows are orthogonal (eigenvectors) and sorted by decreasing length
+    gram = A @ A.T
+    assert np.allclose(gram, np.diag(np.diag(gram)), atol=1e-9)
+    assert np.all(np.diff(np.diag(gram)) <= 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_spectral_alignment_is_exact_under_independent_rotations_and_boosts(seed):
+    """The paper's alignment is only a heuristic for independent rotations (see
+    test_align_with_independent_rotations); the spectral one recovers the reference and the
+    aligned average of a model with such a copy scores exactly like the model."""
+    from core.align import canonical
+
+    rng = np.random.default_rng(200 + seed)
+    U, V = random_model(rng, rank=3, n_columns=8)
+    omega, lam = random_orthogonal(rng, 3), random_orthogonal(rng, 3)
+    copy = boost(omega @ U, lam @ V, rng.uniform(-2, 2))
+    (U2, V2), (U1, V1) = align((U, V), copy, method="spectral")
+    A, B = canonical(U, V)
+    assert np.allclose(U1, A, atol=1e-9) and np.allclose(V1, B, atol=1e-9)
+    assert np.allclose(U2, A, atol=1e-8) and np.allclose(V2, B, atol=1e-8)
+    X = rng.standard_normal((20, 7))
+    for m in (2, 5):
+        Ua, Va = aligned_average((U, V), copy, m, method="spectral")
+        np.testing.assert_allclose(dos_scores(Ua, Va, X), dos_scores(U, V, X), rtol=1e-8, atol=1e-8)
+    # the paper's alignment is close but not exact for the same copy
+    Up, Vp = aligned_average((U, V), copy, 2, method="paper")
+    scores = dos_scores(U, V, X)
+    assert np.max(np.abs(dos_scores(Up, Vp, X) - scores)) > 1e-6 * np.max(np.abs(scores))
+
+
+def test_canonical_degenerate_inputs():
+    from core.align import canonical
+
+    zero = np.zeros((2, 4))
+    A, B = canonical(zero, zero)
+    assert not np.any(A) and not np.any(B)
+    U = np.arange(8.0).reshape(2, 4)
+    A, B = canonical(U, U)  # the zero classifier
+    assert np.allclose(A, 0, atol=1e-7) and np.allclose(B, 0, atol=1e-7)
+    wide = np.random.default_rng(0).standard_normal((4, 3))  # rank > columns
+    A, B = canonical(wide, wide[::-1] * 0.5)
+    assert_same_classifier((A, B), (wide, wide[::-1] * 0.5))
+    with pytest.raises(ValueError, match="method"):
+        align((U, U), (U, U), method="magic")

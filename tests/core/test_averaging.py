@@ -186,10 +186,11 @@ def test_constructor_validation_and_params():
         Averaged(model="LinearPA", interval=2)
     inner = LinearPA(n_features=2, mode="pa1", C=0.5)
     model = Averaged(model=inner, interval=3)
-    assert model.get_params() == {"model": inner, "interval": 3}
+    assert model.get_params() == {"model": inner, "interval": 3, "alignment": "paper"}
     assert params_spec(model) == {
         "model": {"kind": "LinearPA", "params": params_spec(inner)},
         "interval": 3,
+        "alignment": "paper",
     }
     assert model.n_features == 2 and model.classes_ == (-1, 1)
     # the template passed in is never learned from
@@ -238,3 +239,25 @@ def test_a_refused_batch_across_averaging_boundaries_changes_nothing():
     assert digest(model) == reference
     model.learn_many(X[10:30], y[10:30])
     assert model.n_seen_ == 30 and model.n_averaged_ == 7
+
+
+def test_spectral_alignment_option():
+    X, y = binary_stream(n=40)
+    model = Averaged(
+        model=DoSClassifier(n_features=5, rank=2, seed=1), interval=5, alignment="spectral"
+    )
+    model.learn_many(X, y)
+    assert model.n_averaged_ == 8
+    assert np.all(np.isfinite(model.score_many(X)))
+    paper = Averaged(model=DoSClassifier(n_features=5, rank=2, seed=1), interval=5)
+    paper.learn_many(X, y)
+    np.testing.assert_array_equal(
+        model.score_many(X, variant="live"), paper.score_many(X, variant="live")
+    )
+    assert digest(model.clone()) == digest(
+        Averaged(
+            model=DoSClassifier(n_features=5, rank=2, seed=1), interval=5, alignment="spectral"
+        )
+    )
+    with pytest.raises(ValueError, match="alignment"):
+        Averaged(model=LinearPA(n_features=2), alignment="best")
