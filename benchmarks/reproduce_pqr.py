@@ -718,7 +718,7 @@ def results_markdown(result: dict) -> str:
 def speed_markdown(result: dict) -> str:
     speed = result["speed"]
     lines = [
-        "### PQR: examples per second of learning",
+        "## PQR: examples per second of learning",
         "",
         f"Written by `benchmarks/reproduce_pqr.py` ({result['settings']['mode']} run, "
         f"{result['machine']}, a machine shared with other jobs). Ours: `learn_many` on a CSR "
