@@ -439,3 +439,21 @@ def test_hashed_named_features_in_a_large_space():
     many = PQR(n_features=d, k=k, warmup=200, alpha=0.1)
     many.learn_many(rows[:250], labels[:250])
     assert state_digest(many.get_state()) == digest(one)
+
+
+def test_works_as_the_base_of_multiclass_reductions():
+    from core.base import from_state
+    from core.multiclass import OneVsOne, OneVsRest
+
+    rng = np.random.default_rng(17)
+    X = rng.standard_normal((300, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int) + 2 * (X[:, 2] > 0)  # needs the product x0 x1
+    for reduction in (OneVsRest, OneVsOne):
+        quadratic = reduction(
+            base=PQR(n_features=4, k=4, separation=[0, 1, 2, 3]), classes=[0, 1, 2, 3]
+        )
+        linear = reduction(base=PQR(n_features=4, k=0), classes=[0, 1, 2, 3])
+        quadratic.learn_many(X, y)
+        linear.learn_many(X, y)
+        assert np.mean(quadratic.predict_many(X) == y) > np.mean(linear.predict_many(X) == y) + 0.1
+        assert digest(from_state(quadratic.get_state())) == digest(quadratic)
