@@ -271,7 +271,7 @@ class PQR(BinaryClassifier):
             np.empty(work_value.shape[0], dtype=FLOAT),
         )
         if status != STEP_OK:
-            raise ValueError("the example's expansion, score or gradient overflows float64")
+            raise ValueError("the example's expansion, score, loss or gradient overflows float64")
         self.n_seen_ += 1
         self._after_learning(1)
         return Step(score, loss, moved)
@@ -317,7 +317,7 @@ class PQR(BinaryClassifier):
             self._after_learning(done)
             if failed >= 0:
                 raise ValueError(
-                    f"row {start + failed}: the example's expansion, score or gradient "
+                    f"row {start + failed}: the example's expansion, score, loss or gradient "
                     f"overflows float64 ({start + done} earlier rows were learned)"
                 )
         return Steps(scores, losses, moved)
