@@ -821,7 +821,10 @@ def main(argv: list[str] | None = None) -> dict:
         "# Projective quadratic regression (PQR)\n",
     )
     if "a9a" in result:
-        plot(result, args.out / "reproduce_pqr.png")
+        if available("matplotlib"):
+            plot(result, args.out / "reproduce_pqr.png")
+        else:
+            print("matplotlib is not installed: no figure", flush=True)
         replace_between(
             args.out / "benchmarks.md",
             "<!-- pqr:begin -->",

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.reproduce_pqr import (
     Settings,
     auc,
+    available,
     hashed_stream,
     load_movielens,
     log_loss,
@@ -129,17 +130,21 @@ def test_quick_mode_end_to_end(tmp_path):
     assert saved["settings"]["mode"] == "quick"
     models = [row["model"] for row in result["a9a"]["rows"]]
     assert models[:4] == ["LR", "PQR (k=4)", "PQR (k=16)", "PQR (k=16, warm-up 200)"]
-    assert {"River FM", "VW --ftrl", "VW --ftrl -q aa", "VW --lrq (rank 4)"} <= set(models)
+    peers = {"River FM"} if available("river") else set()
+    if available("vowpalwabbit"):
+        peers |= {"VW --ftrl", "VW --ftrl -q aa", "VW --lrq (rank 4)"}
+    assert peers <= set(models)  # the bench extra's peers, when installed
     for row in result["a9a"]["rows"]:
         assert 0.6 < row["auc"] <= 1.0 and 0.0 < row["log_loss"] < 1.0
         assert row["time_vs_lr"] > 0 and row["model_size"] > 0
     assert result["a9a"]["rows"][0]["time_vs_lr"] == 1.0
     speed = {(row["stream"], row["model"]) for row in result["speed"]["rows"]}
-    assert {("a9a", "LR"), ("hashed 2^20", "PQR (k=20)"), ("hashed 2^20", "VW --ftrl")} <= speed
+    assert {("a9a", "LR"), ("a9a", "PQR (k=16)"), ("hashed 2^20", "PQR (k=20)")} <= speed
     assert len(result["movielens"]["rows"]) == 3
     document = (out / "pqr.md").read_text()
     assert "<!-- pqr-results:begin -->" in document and "| PQR (k=16) |" in document
     assert "Table 3 (ML100K)" in document
     benchmarks = (out / "benchmarks.md").read_text()
     assert "<!-- pqr:begin -->" in benchmarks and "| hashed 2^20 | LR |" in benchmarks
-    assert (out / "reproduce_pqr.png").stat().st_size > 10_000
+    if available("matplotlib"):
+        assert (out / "reproduce_pqr.png").stat().st_size > 10_000
