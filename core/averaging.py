@@ -82,6 +82,11 @@ class Averaged(Estimator):
             raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
         if not isinstance(model, Estimator):
             raise ValueError(f"model must be an Estimator, got {type(model).__name__}")
+        if not _averageable(model):
+            raise ValueError(
+                f"{type(model).__name__} cannot be time-averaged element-wise (its state is "
+                "not a weight vector, e.g. FTRL's z and n)"
+            )
         if isinstance(interval, bool) or not isinstance(interval, Integral) or interval < 1:
             raise ValueError(f"interval must be a positive integer, got {interval!r}")
         self.live_ = model.clone()
@@ -182,6 +187,10 @@ class Averaged(Estimator):
     def classes_(self):
         """The wrapped model's labels."""
         return self.live_.classes_
+
+
+def _averageable(model: Estimator) -> bool:
+    return model.averageable and all(_averageable(child) for _, child in model._children())
 
 
 def _sliceable(X, y):

@@ -39,8 +39,10 @@ MODEL_MODULES = ("core.linear", "core.dos", "core.multiclass", "core.averaging")
 
 @dataclass(frozen=True)
 class Step:
-    """What one ``learn_one`` did: the score before the update (progressive validation),
-    the hinge loss ``max(0, 1 - y * score)`` before the update, and whether it was aggressive."""
+    """What one ``learn_one`` did: the score before the update (progressive validation), the
+    model's loss before the update (the hinge loss ``max(0, 1 - y * score)`` for the
+    passive-aggressive models, the log or squared loss for PQR), and whether it changed the
+    model ("aggressive")."""
 
     score: float
     loss: float
@@ -65,6 +67,9 @@ class Estimator:
 
     _arrays: ClassVar[tuple[str, ...]] = ()
     _scalars: ClassVar[tuple[str, ...]] = ()
+    #: Whether the element-wise (aligned) running average of two states is a meaningful model
+    #: (``core.averaging.Averaged`` refuses models that say no, e.g. FTRL's z and n).
+    averageable: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

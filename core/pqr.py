@@ -140,6 +140,9 @@ class PQR(BinaryClassifier):
     """
 
     _arrays = ("z_", "n_", "slot_", "members_", "counts_")
+    # the weights are a non-linear function of (z, n): averaging z and n is not averaging
+    # the weights, and slots may move between snapshots
+    averageable = False
     _scalars = ("n_seen_", "n_separations_")
 
     def __init__(

@@ -261,3 +261,13 @@ def test_spectral_alignment_option():
     )
     with pytest.raises(ValueError, match="alignment"):
         Averaged(model=LinearPA(n_features=2), alignment="best")
+
+
+def test_models_whose_state_is_not_a_weight_vector_are_refused():
+    from core.multiclass import OneVsRest
+    from core.pqr import PQR
+
+    with pytest.raises(ValueError, match="cannot be time-averaged"):
+        Averaged(model=PQR(n_features=3, k=1))
+    with pytest.raises(ValueError, match="cannot be time-averaged"):
+        Averaged(model=OneVsRest(base=PQR(n_features=3, k=1), classes=[0, 1, 2]))
