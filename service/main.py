@@ -35,8 +35,15 @@ def warm_up() -> None:
     from core.dos import DoSClassifier
     from core.linear import LinearPA
     from core.multiclass import OneVsOne
+    from core.pqr import PQR
 
     X = np.eye(3)
+    for task, y in (("binary", [1, -1, 1]), ("regression", [0.5, 1.0, -2.0])):
+        pqr = PQR(n_features=3, k=2, task=task, warmup=1)
+        pqr.learn_one(X[0], y[0])
+        pqr.learn_many(X, y)
+        pqr.score_one(([0], [1.0]))
+        pqr.score_many(X)
     for base in (LinearPA(n_features=3), DoSClassifier(n_features=3, rank=1)):
         for model, labels in (
             (base, [1, -1, 1]),

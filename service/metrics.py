@@ -77,9 +77,15 @@ class Metrics:
             ["model", "window"],
             registry=registry,
         )
-        self.hinge = Gauge(
-            p + "progressive_hinge_loss",
-            "Progressive mean hinge loss.",
+        self.loss = Gauge(
+            p + "progressive_loss",
+            "Progressive mean loss of the model (loss: hinge, log or squared).",
+            ["model", "window", "loss"],
+            registry=registry,
+        )
+        self.rmse = Gauge(
+            p + "progressive_rmse",
+            "Progressive root mean squared error (regression models).",
             ["model", "window"],
             registry=registry,
         )
@@ -166,13 +172,13 @@ class Metrics:
         summary = live.progressive.summary()
         name = live.name
         self.model_version.labels(name).set(live.version)
-        for window, accuracy, hinge in (
-            ("cumulative", summary["accuracy"], summary["hinge_loss"]),
-            ("recent", summary["recent_accuracy"], summary["recent_hinge_loss"]),
-        ):
-            if accuracy is not None:
-                self.accuracy.labels(name, window).set(accuracy)
-                self.hinge.labels(name, window).set(hinge)
+        for window, prefix in (("cumulative", ""), ("recent", "recent_")):
+            if summary[prefix + "accuracy"] is not None:
+                self.accuracy.labels(name, window).set(summary[prefix + "accuracy"])
+            if summary[prefix + "loss"] is not None:
+                self.loss.labels(name, window, summary["loss_kind"]).set(summary[prefix + "loss"])
+            if summary[prefix + "rmse"] is not None:
+                self.rmse.labels(name, window).set(summary[prefix + "rmse"])
 
     def track_model(self, live) -> None:
         """Start the series of a new model (age is computed at scrape time)."""
@@ -196,7 +202,8 @@ class Metrics:
             self.snapshot_failures,
             self.updates,
             self.accuracy,
-            self.hinge,
+            self.loss,
+            self.rmse,
         ):
             for labels in list(metric._metrics):
                 if labels[0] == name:

@@ -24,6 +24,7 @@ from core.dos import DoSClassifier
 from core.features import CSRBatch, FeatureHasher, Row, batch_from_rows, dense_row, sparse_row
 from core.linear import LinearPA
 from core.multiclass import OneVsOne, OneVsRest
+from core.pqr import PQR
 from service.errors import APIError
 from service.schemas import CreateModel, Instance
 
@@ -31,6 +32,10 @@ from service.schemas import CreateModel, Instance
 KINDS: dict[str, tuple[type[BinaryClassifier], frozenset[str]]] = {
     "linear-pa": (LinearPA, frozenset({"mode", "C", "fit_intercept"})),
     "dos": (DoSClassifier, frozenset({"rank", "mode", "C", "init_scale", "seed"})),
+    "pqr": (
+        PQR,
+        frozenset({"k", "task", "optimizer", "alpha", "beta", "l1", "l2", "separation", "warmup"}),
+    ),
 }
 
 
@@ -87,43 +92,65 @@ class _Held:
 
 
 class Progressive:
-    """Progressive-validation metrics: every example is scored before it is learned; we keep
-    the cumulative accuracy and hinge loss and the same over the last ``window`` examples."""
+    """Progressive-validation metrics: every example is scored before it is learned. Keeps
+    the accuracy (classification), the mean loss of the model (hinge for passive-aggressive
+    models, log loss for PQR's binary task, squared loss for regression) and the RMSE
+    (regression), cumulative and over the last ``window`` examples."""
 
-    def __init__(self, window: int):
+    def __init__(self, window: int, loss: str, regression: bool = False):
         self.window = window
+        self.loss = loss
+        self.regression = regression
         self.n = 0
         self.correct = 0
         self.loss_sum = 0.0
-        self._recent_correct = np.zeros(window, dtype=bool)
-        self._recent_loss = np.zeros(window)
+        self.squared_sum = 0.0
+        self._recent = np.zeros((3, window))  # correct, loss, squared error
 
-    def update(self, correct: np.ndarray, losses: np.ndarray) -> None:
-        k = correct.shape[0]
+    def update(
+        self, correct: np.ndarray, losses: np.ndarray, squared: np.ndarray | None = None
+    ) -> None:
+        k = losses.shape[0]
         if k == 0:
             return
+        squared = np.zeros(k) if squared is None else squared
         positions = (self.n + np.arange(k)) % self.window
         # a batch longer than the window keeps its last `window` examples
-        self._recent_correct[positions[-self.window :]] = correct[-self.window :]
-        self._recent_loss[positions[-self.window :]] = losses[-self.window :]
+        tail = slice(-self.window, None)
+        self._recent[0, positions[tail]] = correct[tail]
+        self._recent[1, positions[tail]] = losses[tail]
+        self._recent[2, positions[tail]] = squared[tail]
         self.n += k
         self.correct += int(np.count_nonzero(correct))
         self.loss_sum += float(np.sum(losses))
+        self.squared_sum += float(np.sum(squared))
 
     def summary(self) -> dict[str, Any]:
         recent = min(self.n, self.window)
+        correct, loss, squared = (
+            self._recent[:, :recent].mean(axis=1) if recent else (None, None, None)
+        )
+        classification = not self.regression
         return {
             "examples": self.n,
-            "accuracy": self.correct / self.n if self.n else None,
-            "hinge_loss": self.loss_sum / self.n if self.n else None,
+            "loss_kind": self.loss,
+            "accuracy": self.correct / self.n if self.n and classification else None,
+            "loss": self.loss_sum / self.n if self.n else None,
+            "rmse": float(np.sqrt(self.squared_sum / self.n))
+            if self.n and self.regression
+            else None,
             "recent_examples": recent,
-            "recent_accuracy": float(np.mean(self._recent_correct[:recent])) if recent else None,
-            "recent_hinge_loss": float(np.mean(self._recent_loss[:recent])) if recent else None,
+            "recent_accuracy": float(correct) if recent and classification else None,
+            "recent_loss": float(loss) if recent else None,
+            "recent_rmse": float(np.sqrt(squared)) if recent and self.regression else None,
         }
 
 
-def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int) -> Averaged:
-    """The estimator behind a model spec; raises APIError(422) naming the bad parameter."""
+def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int) -> Estimator:
+    """The estimator behind a model spec; raises APIError(422) naming the bad parameter.
+
+    Passive-aggressive kinds are wrapped in ``Averaged`` (live + aligned time average); PQR,
+    whose FTRL state is not a weight vector, is served live only."""
     cls, accepted = KINDS[spec.kind]
     unknown = sorted(set(spec.params) - accepted)
     if unknown:
@@ -134,32 +161,44 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
             {"field": "params"},
         )
     n_features = spec.input.size
-    classes = spec.classes or [-1, 1]
+    regression = is_regression(spec)
+    if regression and spec.classes is not None:
+        raise APIError(
+            422, "invalid_input", "a regression model takes no classes", {"field": "classes"}
+        )
+    if not cls.averageable and spec.averaging is not None:
+        raise APIError(
+            422,
+            "invalid_input",
+            f"kind {spec.kind!r} cannot be time-averaged",
+            {"field": "averaging"},
+        )
+    classes = [] if regression else (spec.classes or [-1, 1])
     if len(set(classes)) != len(classes):
         raise APIError(422, "invalid_input", "classes must be distinct", {"field": "classes"})
     n_models = (
         1
-        if len(classes) == 2
+        if len(classes) <= 2
         else (len(classes) * (len(classes) - 1) // 2 if spec.multiclass == "ovo" else len(classes))
     )
-    rank = spec.params.get("rank", 4) if spec.kind == "dos" else 0
-    floats = (n_features + 1) * (2 * rank if spec.kind == "dos" else 1) * n_models * 2
-    if isinstance(rank, int) and floats > max_floats:
+    floats = _floats_per_model(spec, n_features) * n_models * (2 if cls.averageable else 1)
+    if floats > max_floats:
         raise APIError(
             422,
             "model_too_large",
-            f"the model would hold {floats} floats (live and "
-            f"averaged), more than the limit {max_floats}",
+            f"the model would hold {floats} floats, more than the limit {max_floats}",
             {"field": "input"},
         )
     try:
         base = cls(n_features=n_features, **spec.params)
-        if len(classes) == 2:
+        if len(classes) <= 2:
             model: Estimator = base
         elif spec.multiclass == "ovo":
             model = OneVsOne(base=base, classes=list(classes))
         else:
             model = OneVsRest(base=base, classes=list(classes))
+        if not cls.averageable:
+            return model
         averaging = spec.averaging
         return Averaged(
             model=model,
@@ -168,6 +207,19 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
         )
     except (TypeError, ValueError) as error:
         raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
+
+
+def _floats_per_model(spec: CreateModel, n_features: int) -> int:
+    """Learned floats of one binary model, checked before anything is allocated."""
+    params = spec.params
+    if spec.kind == "dos":
+        rank = params.get("rank", 4)
+        return (n_features + 1) * 2 * (rank if isinstance(rank, int) and rank > 0 else 1)
+    if spec.kind == "pqr":
+        k = params.get("k", 10)
+        k = k if isinstance(k, int) and k >= 0 else 0
+        return 2 * (n_features + 1 + k * (k + 1) // 2) + 2 * n_features
+    return n_features + 1
 
 
 def instance_row(instance: Instance, n_features: int) -> Row:
@@ -190,11 +242,16 @@ def compact(row: Row) -> Row:
 
 @dataclass
 class LiveModel:
-    """One named model: its estimator, lock, version and counters."""
+    """One named model: its estimator, lock, version and counters.
+
+    Classification models map their ``classes`` to the estimator's labels (two classes: -1 /
+    +1 for the first / second; more: the multi-class reduction's own labels); regression
+    models (PQR with ``task="regression"``) take real-valued labels.
+    """
 
     name: str
     spec: CreateModel
-    estimator: Averaged
+    estimator: Estimator
     metrics_window: int
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.time)
@@ -205,20 +262,35 @@ class LiveModel:
     lock: RWLock = field(default_factory=RWLock)
 
     def __post_init__(self):
-        self.classes = list(self.spec.classes or [-1, 1])
+        self.regression = is_regression(self.spec)
+        self.classes = [] if self.regression else list(self.spec.classes or [-1, 1])
         self.binary = len(self.classes) == 2
+        self.averaged = isinstance(self.estimator, Averaged)
+        # calibrated probabilities: PQR's logistic task (binary models only)
+        self.probabilistic = self.spec.kind == "pqr" and self.binary
         self.n_features = self.spec.input.size
-        self.progressive = Progressive(self.metrics_window)
+        loss = "squared" if self.regression else ("log" if self.spec.kind == "pqr" else "hinge")
+        self.progressive = Progressive(self.metrics_window, loss, self.regression)
         self.n_learned = 0
         self.n_aggressive = 0
 
     # -- labels ---------------------------------------------------------------------------
-    def label_index(self, label, where: str) -> int:
+    def target(self, label, where: str) -> float:
+        """The class index of a label (classification) or the value (regression)."""
+        if self.regression:
+            if isinstance(label, bool) or not isinstance(label, int | float):
+                raise APIError(
+                    422,
+                    "invalid_label",
+                    f"{where}: a regression label must be a number, got {label!r}",
+                    {"field": where},
+                )
+            return float(label)
         for k, known in enumerate(self.classes):
             if (
                 type(label) is not bool
                 and label == known
-                and (isinstance(label, str) == isinstance(known, str))
+                and isinstance(label, str) == isinstance(known, str)
             ):
                 return k
         raise APIError(
@@ -228,62 +300,97 @@ class LiveModel:
             {"field": where},
         )
 
+    def _scorer(self, variant: str) -> Estimator:
+        if self.averaged:
+            return self.estimator._scorer(variant)
+        if variant == "averaged":
+            raise APIError(
+                422,
+                "no_averaged_variant",
+                f"kind {self.spec.kind!r} has no "
+                "time-averaged variant (its state is not a weight vector)",
+            )
+        return self.estimator
+
+    @property
+    def live(self) -> Estimator:
+        return self.estimator.live_ if self.averaged else self.estimator
+
     # -- prediction -----------------------------------------------------------------------
-    def predict_rows(self, rows: list[Row], variant: str) -> tuple[int, list, list]:
-        """Labels and scores of validated rows, and the version they were computed at."""
+    def predict_rows(self, rows: list[Row], variant: str) -> tuple[int, list, list, list]:
+        """Labels, scores and probabilities of validated rows, and the model version."""
         batch = batch_from_rows(rows)
         with self.lock.read():
             version = self.version
-            scorer = self.estimator._scorer(variant)
-            scores = scorer._score_batch(batch) if self.binary else None
-            if self.binary:
-                labels = [self.classes[1] if s > 0 else self.classes[0] for s in scores]
+            scorer = self._scorer(variant)
+            if self.regression or self.binary:
+                scores = scorer._score_batch(batch)
+                labels = (
+                    scores.tolist()
+                    if self.regression
+                    else [self.classes[1] if s > 0 else self.classes[0] for s in scores]
+                )
                 score_list = scores.tolist()
             else:
                 X = csr_of(batch, self.n_features)
                 labels = scorer.predict_many(X).tolist()
                 score_list = np.asarray(scorer.score_many(X)).tolist()
             self.predictions += len(rows)
-        return version, labels, score_list
+        probabilities = (
+            _sigmoid(np.asarray(score_list)).tolist() if self.probabilistic else [None] * len(rows)
+        )
+        return version, labels, score_list, probabilities
 
     # -- learning -------------------------------------------------------------------------
-    def learn_rows(self, rows: list[Row], label_indices: np.ndarray) -> dict[str, Any]:
+    def learn_rows(self, rows: list[Row], targets: np.ndarray) -> dict[str, Any]:
         """Learn validated rows in order (one writer); progressive metrics first."""
-        return self.learn_batch(batch_from_rows(rows), label_indices)
+        return self.learn_batch(batch_from_rows(rows), targets)
 
-    def learn_batch(self, batch: CSRBatch, label_indices: np.ndarray) -> dict[str, Any]:
+    def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """Learn a validated batch in order (one writer), scoring each example before it is
-        learned (progressive validation)."""
-        rows = batch_rows(batch) if not self.binary else range(batch.n_rows)
+        learned (progressive validation). ``targets``: class indices or values."""
+        squared = None
         with self.lock.write():
-            if self.binary:
-                y = np.where(label_indices == 1, 1.0, -1.0)
+            if self.regression or self.binary:
+                y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
                 steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
-                predicted_index = (steps.scores > 0).astype(np.int64)
                 losses, aggressive = steps.losses, steps.aggressive
+                if self.regression:
+                    predicted = steps.scores
+                    squared = (steps.scores - targets) ** 2
+                    correct = np.zeros(batch.n_rows, dtype=bool)
+                else:
+                    predicted = (steps.scores > 0).astype(np.int64)
+                    correct = predicted == targets
             else:
-                predicted_index = np.empty(len(rows), dtype=np.int64)
+                rows = batch_rows(batch)
+                predicted = np.empty(len(rows), dtype=np.int64)
                 losses = np.empty(len(rows))
                 aggressive = np.empty(len(rows), dtype=bool)
-                for i, (row, k) in enumerate(zip(rows, label_indices, strict=True)):
+                for i, (row, k) in enumerate(zip(rows, targets, strict=True)):
                     step = self.estimator.learn_one(row, self.classes[k])
-                    predicted_index[i] = self.classes.index(step.predicted)
+                    predicted[i] = self.classes.index(step.predicted)
                     losses[i] = step.loss
                     aggressive[i] = step.n_aggressive > 0
+                correct = predicted == targets
             if batch.n_rows:
                 self.version += 1
-            self.progressive.update(predicted_index == label_indices, losses)
+            self.progressive.update(correct, losses, squared)
             self.n_learned += batch.n_rows
             n_aggressive = int(np.count_nonzero(aggressive))
             self.n_aggressive += n_aggressive
             version = self.version
         return {
             "version": version,
-            "predicted_index": predicted_index,
+            "predicted": predicted,
             "losses": losses,
             "aggressive": aggressive,
             "n_aggressive": n_aggressive,
         }
+
+    def predicted_label(self, value):
+        """What the feedback response reports as the prediction before the update."""
+        return float(value) if self.regression else self.classes[int(value)]
 
     # -- state ----------------------------------------------------------------------------
     def snapshot_state(self) -> tuple[int, dict]:
@@ -298,28 +405,31 @@ class LiveModel:
             return self.version
 
     def parameter_norm(self) -> float:
-        """Frobenius norm of the live model's parameters (no copy)."""
+        """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
         with self.lock.read():
             total = sum(
                 float(np.vdot(a, a))
-                for _, a in self.estimator.live_.arrays()
-                if a.dtype.kind == "f"
+                for name, a in self.live.arrays()
+                if a.dtype.kind == "f" and not name.endswith("n_")
             )
         return float(np.sqrt(total))
 
     def info(self) -> dict[str, Any]:
         spec = self.spec
+        averaging = (
+            {"interval": self.estimator.interval, "alignment": self.estimator.alignment}
+            if self.averaged
+            else None
+        )
         return {
             "name": self.name,
             "kind": spec.kind,
             "params": spec.params,
             "input": spec.input.model_dump(exclude_none=True),
+            "task": "regression" if self.regression else "classification",
             "classes": self.classes,
-            "multiclass": None if self.binary else spec.multiclass,
-            "averaging": {
-                "interval": self.estimator.interval,
-                "alignment": self.estimator.alignment,
-            },
+            "multiclass": None if self.binary or self.regression else spec.multiclass,
+            "averaging": averaging,
             "version": self.version,
             "created_at": self.created_at,
             "examples_learned": self.n_learned,
@@ -328,6 +438,14 @@ class LiveModel:
             "last_snapshot_version": self.last_snapshot_version,
             "metrics": self.progressive.summary(),
         }
+
+
+def is_regression(spec: CreateModel) -> bool:
+    return spec.kind == "pqr" and spec.params.get("task") == "regression"
+
+
+def _sigmoid(scores: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * scores))  # overflow-free logistic
 
 
 def batch_rows(batch: CSRBatch) -> list[Row]:

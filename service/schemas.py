@@ -50,7 +50,7 @@ class CreateModel(Strict):
     """A new named model."""
 
     name: str = Field(..., pattern=NAME_PATTERN, examples=["spam"])
-    kind: Literal["linear-pa", "dos"] = Field(..., examples=["dos"])
+    kind: Literal["linear-pa", "dos", "pqr"] = Field(..., examples=["dos"])
     params: dict[str, Any] = Field(
         default_factory=dict, examples=[{"rank": 8, "mode": "pa1", "C": 0.1}]
     )
@@ -61,7 +61,8 @@ class CreateModel(Strict):
         max_length=1000,
         examples=[["ham", "spam"]],
         description="Labels. Two classes: the first is the negative one. More: multi-class by "
-        "one-vs-one (default) or one-vs-rest. Default [-1, 1].",
+        "one-vs-one (default) or one-vs-rest. Default [-1, 1]; none for PQR regression "
+        '(params {"task": "regression"}).',
     )
     multiclass: Literal["ovo", "ovr"] = "ovo"
     averaging: AveragingSpec | None = None
@@ -110,7 +111,7 @@ class PredictRequest(Strict):
 
 
 class Prediction(BaseModel):
-    label: Any = Field(..., description="Predicted class.")
+    label: Any = Field(..., description="Predicted class (regression: the predicted value).")
     score: float | list[float] = Field(
         ...,
         description="Decision value (binary: |Uz|^2-|Vz|^2 "
@@ -118,8 +119,8 @@ class Prediction(BaseModel):
     )
     probability: float | None = Field(
         None,
-        description="Only for models with a calibrated "
-        "probability; passive-aggressive models have none.",
+        description="P(second class) for binary PQR models; passive-aggressive models have "
+        "no calibrated probability.",
     )
     prediction_id: str = Field(..., description="Send it back with the true label as feedback.")
 
@@ -174,12 +175,17 @@ class FeedbackResponse(BaseModel):
 
 
 class ProgressiveMetrics(BaseModel):
+    """Progressive validation: each example is scored before it is learned."""
+
     examples: int
+    loss_kind: Literal["hinge", "log", "squared"]
     accuracy: float | None
-    hinge_loss: float | None
+    loss: float | None
+    rmse: float | None
     recent_examples: int
     recent_accuracy: float | None
-    recent_hinge_loss: float | None
+    recent_loss: float | None
+    recent_rmse: float | None
 
 
 class ModelInfo(BaseModel):
@@ -187,9 +193,10 @@ class ModelInfo(BaseModel):
     kind: str
     params: dict[str, Any]
     input: dict[str, int]
+    task: Literal["classification", "regression"]
     classes: list[Any]
     multiclass: str | None
-    averaging: dict[str, int | str]
+    averaging: dict[str, int | str] | None
     version: int
     created_at: float
     examples_learned: int

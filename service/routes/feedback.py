@@ -109,11 +109,11 @@ def _apply_examples(
             "JSON request; use NDJSON or svmlight for bulk feedback",
         )
     rows: list = [None] * len(examples)
-    labels = np.empty(len(examples), dtype=np.int64)
+    targets = np.empty(len(examples), dtype=np.float64 if live.regression else np.int64)
     by_id: list[tuple[int, str]] = []
     for i, example in enumerate(examples):
         field = f"{where}.{i}" if where == "examples" else f"line {i + 1}"
-        labels[i] = live.label_index(example.label, f"{field}.label")
+        targets[i] = live.target(example.label, f"{field}.label")
         if example.prediction_id is not None:
             by_id.append((i, example.prediction_id))
             continue
@@ -129,7 +129,7 @@ def _apply_examples(
             raise
         for (i, _), row in zip(by_id, kept, strict=True):
             rows[i] = row
-    result = live.learn_rows(rows, labels)
+    result = live.learn_rows(rows, targets)
     return _response(app, live, result, len(rows), with_results)
 
 
@@ -141,6 +141,8 @@ def _svmlight_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
         raise APIError(422, "invalid_input", str(error)) from None
     if batch.n_rows == 0:
         raise APIError(422, "invalid_input", "the body holds no example")
+    if live.regression:
+        return _response(app, live, live.learn_batch(batch, y), batch.n_rows, False)
     labels = np.full(y.shape[0], -1, dtype=np.int64)
     for value in np.unique(y):
         matches = [k for k, c in enumerate(live.classes) if not isinstance(c, str) and c == value]
@@ -170,9 +172,9 @@ def _response(app: Components, live: LiveModel, result: dict, n: int, with_resul
     }
     if with_results:
         response["results"] = [
-            {"predicted": live.classes[k], "loss": float(loss), "aggressive": bool(flag)}
-            for k, loss, flag in zip(
-                result["predicted_index"], result["losses"], result["aggressive"], strict=True
+            {"predicted": live.predicted_label(p), "loss": float(loss), "aggressive": bool(flag)}
+            for p, loss, flag in zip(
+                result["predicted"], result["losses"], result["aggressive"], strict=True
             )
         ]
     return response

@@ -28,7 +28,7 @@ def predict(
             raise APIError(
                 422, "invalid_input", f"instances[{i}]: {error}", {"field": f"instances.{i}"}
             ) from None
-    version, labels, scores = live.predict_rows(rows, variant)
+    version, labels, scores, probabilities = live.predict_rows(rows, variant)
     ids = app.cache.put(live.uid, rows)
     app.metrics.predictions.labels(name).inc(len(rows))
     return {
@@ -36,7 +36,9 @@ def predict(
         "version": version,
         "variant": variant,
         "predictions": [
-            {"label": label, "score": score, "probability": None, "prediction_id": pid}
-            for label, score, pid in zip(labels, scores, ids, strict=True)
+            {"label": label, "score": score, "probability": probability, "prediction_id": pid}
+            for label, score, probability, pid in zip(
+                labels, scores, probabilities, ids, strict=True
+            )
         ],
     }

@@ -73,16 +73,16 @@ def test_dense_rows_are_kept_compact():
 
 
 def test_progressive_metrics_windows():
-    progressive = Progressive(window=3)
+    progressive = Progressive(window=3, loss="hinge")
     progressive.update(np.array([True, False, True, True]), np.array([0.0, 2.0, 0.0, 1.0]))
     summary = progressive.summary()
     assert summary["examples"] == 4 and summary["accuracy"] == 0.75
-    assert summary["hinge_loss"] == 0.75
+    assert summary["loss"] == 0.75 and summary["rmse"] is None
     assert summary["recent_examples"] == 3
     assert summary["recent_accuracy"] == pytest.approx(2 / 3)
-    assert summary["recent_hinge_loss"] == pytest.approx(1.0)
+    assert summary["recent_loss"] == pytest.approx(1.0)
     progressive.update(np.zeros(0, bool), np.zeros(0))
     assert progressive.summary()["examples"] == 4
-    big = Progressive(window=2)
+    big = Progressive(window=2, loss="hinge")
     big.update(np.array([False, False, True, True, True]), np.zeros(5))
     assert big.summary()["recent_accuracy"] == 1.0

@@ -34,7 +34,8 @@ def test_json_feedback_learns_like_the_library(client):
     assert info["examples_learned"] == 40 and info["aggressive_updates"] == steps.n_aggressive
     expected_accuracy = np.mean(np.where(steps.scores > 0, 1, -1) == y)
     assert info["metrics"]["accuracy"] == pytest.approx(expected_accuracy)
-    assert info["metrics"]["hinge_loss"] == pytest.approx(np.mean(steps.losses))
+    assert info["metrics"]["loss"] == pytest.approx(np.mean(steps.losses))
+    assert info["metrics"]["loss_kind"] == "hinge"
 
 
 def test_string_classes_multiclass_and_all_forms(client):

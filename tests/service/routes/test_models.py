@@ -15,6 +15,7 @@ def test_create_list_get_delete(client):
     )
     assert info["kind"] == "dos" and info["params"] == {"rank": 3, "mode": "pa1", "C": 0.5}
     assert info["averaging"] == {"interval": 100, "alignment": "paper"} and info["version"] == 0
+    assert info["task"] == "classification"
     create(client, name="lin", kind="linear-pa", params={"mode": "pa2"})
     names = [m["name"] for m in client.get("/v1/models").json()["models"]]
     assert names == ["lin", "spam"]
