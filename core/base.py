@@ -23,7 +23,7 @@ import importlib
 import inspect
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -37,8 +37,7 @@ MODEL_KINDS: dict[str, type[Estimator]] = {}
 MODEL_MODULES = ("core.linear", "core.dos", "core.multiclass", "core.averaging")
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """What one ``learn_one`` did: the score before the update (progressive validation), the
     model's loss before the update (the hinge loss ``max(0, 1 - y * score)`` for the
     passive-aggressive models, the log or squared loss for PQR), and whether it changed the
@@ -248,6 +247,8 @@ def _plain(value):
 
 def check_binary_label(y) -> float:
     """A binary label must be -1 or +1 (ints or floats; booleans are refused)."""
+    if type(y) is int and (y == 1 or y == -1):  # the common case, cheaply
+        return float(y)
     if isinstance(y, bool | np.bool_) or not isinstance(y, int | float | np.number):
         raise ValueError(f"binary label must be -1 or +1, got {y!r}")
     if y != 1 and y != -1:

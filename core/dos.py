@@ -13,9 +13,9 @@ from core.features import CSRBatch, check_n_features
 from core.kernels.dos import (
     STEP_OK,
     _dos_learn_batch,
+    _dos_learn_one,
     _dos_score,
     _dos_score_batch,
-    _dos_step,
 )
 
 
@@ -140,15 +140,8 @@ class DoSClassifier(BinaryClassifier):
         self.n_updates_ = 0
 
     def _learn_row(self, indices, values, y: float) -> Step:
-        status, score, nu = _dos_step(
-            self._W,
-            indices,
-            values,
-            y,
-            self._mode,
-            self._C,
-            self.n_seen_,
-            np.empty(2 * self.rank),
+        status, score, nu = _dos_learn_one(
+            self._W, indices, values, y, self._mode, self._C, self.n_seen_
         )
         if status != STEP_OK:
             raise ValueError("the example's squared norm or score overflows float64")

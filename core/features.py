@@ -207,6 +207,24 @@ def _hash_key(key: str, n_features: int) -> tuple[int, float]:
 
 def as_row(x, n_features: int) -> Row:
     """Turn one example (dense, sparse, named or a 1-row scipy matrix) into a valid row."""
+    if type(x) is tuple and len(x) == 2:
+        indices, values = x
+        if (
+            type(indices) is np.ndarray
+            and type(values) is np.ndarray
+            and indices.dtype == INDEX
+            and values.dtype == FLOAT
+            and indices.ndim == 1
+            and values.ndim == 1
+            and indices.shape[0] == values.shape[0]
+            and indices.flags.c_contiguous
+            and values.flags.c_contiguous
+        ):
+            # fast path for rows already in the kernels' form: one check kernel call
+            status, position = _features_check_sparse(indices, values, n_features)
+            if status == OK:
+                return indices, values
+            return sparse_row(indices, values, n_features)  # canonicalise or raise
     if isinstance(x, np.ndarray) or (isinstance(x, list) and not _is_pair(x)):
         return dense_row(x, n_features)
     if isinstance(x, Mapping):

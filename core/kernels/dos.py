@@ -186,6 +186,12 @@ def _dos_step(W, indices, values, y, mode, C, t, h):
 
 
 @numba.njit(**NJIT_OPTIONS)
+def _dos_learn_one(W, indices, values, y, mode, C, t):
+    """``_dos_step`` with its scratch allocated here (one dispatch per learn_one call)."""
+    return _dos_step(W, indices, values, y, mode, C, t, np.empty(W.shape[1]))
+
+
+@numba.njit(**NJIT_OPTIONS)
 def _dos_learn_batch(W, indptr, indices, values, y, mode, C, t0, scores, nus):
     """PA updates over the rows of a CSR batch, in order (learn_many's loop in the kernel).
 
