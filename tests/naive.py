@@ -211,3 +211,184 @@ def pqr_top_k(counts, k: int) -> list[int]:
     """Top-k features by count (ties: lower index), features with a zero count left out."""
     ranked = sorted((-int(c), j) for j, c in enumerate(counts) if c > 0)
     return [j for _, j in ranked[:k]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-output polynomial networks and factorization machines (core.mofm, core.kernels.mofm,
+# core.metrics): Blondel, Niculae, Otsuka and Ueda, NIPS 2017. Dense matrices, the paper's
+# formulas as written, bisection where the kernels sort.
+# ---------------------------------------------------------------------------------------------
+
+
+def mofm_anova(h: np.ndarray, z: np.ndarray) -> float:
+    """sigma_ANOVA(h, z) = sum_{i<j} h_i z_i h_j z_j by the O(d^2) double sum (section 3)."""
+    total = 0.0
+    for i in range(len(z)):
+        for j in range(i + 1, len(z)):
+            total += h[i] * z[i] * h[j] * z[j]
+    return total
+
+
+def mofm_outputs(H: np.ndarray, V: np.ndarray, z: np.ndarray, activation: str) -> np.ndarray:
+    """o(x) = sum_r sigma(h_r, z) v_r with the activation's definition."""
+    if activation == "square":
+        phi = np.array([(h @ z) ** 2 for h in H])
+    else:
+        phi = np.array([mofm_anova(h, z) for h in H])
+    return phi @ V if len(H) else np.zeros(V.shape[1])
+
+
+def _simplex_by_bisection(u: np.ndarray) -> np.ndarray:
+    """Projection onto the probability simplex: theta with sum max(u - theta, 0) = 1."""
+    lo, hi = u.min() - 1.0, u.max()
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.maximum(u - mid, 0.0).sum() > 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return np.maximum(u - 0.5 * (lo + hi), 0.0)
+
+
+def mofm_loss(loss: str, t: np.ndarray, o: np.ndarray) -> tuple[float, np.ndarray]:
+    """(loss, gradient in o) of the four losses of core.kernels.mofm."""
+    if loss == "softmax":
+        from scipy.special import logsumexp, softmax
+
+        return float(logsumexp(o) - t @ o), softmax(o) - t
+    if loss == "squared":
+        return 0.5 * float(np.sum((o - t) ** 2)), o - t
+    if loss == "smoothed_hinge":
+        u = o + 1.0 - t
+        p = _simplex_by_bisection(u)
+        return float(p @ u - 0.5 * p @ p - t @ o + 0.5), p - t
+    # binary logistic per output
+    return float(np.sum(np.log1p(np.exp(-t * o)))), -t / (1.0 + np.exp(t * o))
+
+
+def mofm_gammas(Z: np.ndarray, D: np.ndarray, activation: str) -> np.ndarray:
+    """Gamma_c = X^T D_c X (PN) or 1/2 (X^T D_c X - D_c sum_i diag(x_i)^2) (FM), section 4,
+    built one example at a time. Z: (n, d + 1) augmented rows, D: (n, m) loss gradients."""
+    n, dim = Z.shape
+    out = np.zeros((D.shape[1], dim, dim))
+    for c in range(D.shape[1]):
+        for i in range(n):
+            outer = np.outer(Z[i], Z[i])
+            if activation == "anova":
+                outer = 0.5 * (outer - np.diag(Z[i] ** 2))
+            out[c] += D[i, c] * outer
+    return out
+
+
+def mofm_penalty(V: np.ndarray, penalty: str) -> float:
+    """Omega(V) of Table 1."""
+    if penalty == "l1":
+        return float(np.abs(V).sum())
+    if penalty == "l1/l2":
+        return float(np.linalg.norm(V, axis=1).sum())
+    return float(np.abs(V).max(axis=1).sum()) if V.size else 0.0
+
+
+def _bisect_decreasing(function, target: float, lo: float, hi: float) -> float:
+    for _ in range(300):
+        mid = 0.5 * (lo + hi)
+        if function(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def mofm_project(V: np.ndarray, penalty: str, tau: float) -> np.ndarray:
+    """Euclidean projection onto {Omega(V) <= tau} by bisection on the threshold:
+    l1: soft-thresholding of the entries; l1/l2: of the row norms; l1/linf: every row clipped
+    at its level mu_r(theta), where sum_c max(|v_rc| - mu_r, 0) = theta, and sum_r mu_r = tau
+    (Quattoni et al. 2009)."""
+    V = np.asarray(V, dtype=float)
+    if mofm_penalty(V, penalty) <= tau:
+        return V.copy()
+    if penalty == "l1":
+        theta = _bisect_decreasing(
+            lambda s: np.maximum(np.abs(V) - s, 0).sum(), tau, 0, np.abs(V).max()
+        )
+        return np.sign(V) * np.maximum(np.abs(V) - theta, 0.0)
+    if penalty == "l1/l2":
+        norms = np.linalg.norm(V, axis=1)
+        theta = _bisect_decreasing(lambda s: np.maximum(norms - s, 0).sum(), tau, 0, norms.max())
+        scale = np.where(norms > 0, np.maximum(norms - theta, 0) / np.where(norms > 0, norms, 1), 0)
+        return V * scale[:, None]
+    magnitudes = np.abs(V)
+
+    def level(row, theta):
+        # f(mu) = sum_c max(row_c - mu, 0) is piecewise linear and decreasing: invert it by
+        # linear interpolation between its values at the breakpoints (0 and the entries)
+        points = np.unique(np.append(row, 0.0))
+        values = np.array([np.maximum(row - mu, 0).sum() for mu in points])
+        return float(np.interp(theta, values[::-1], points[::-1])) if theta < row.sum() else 0.0
+
+    def total(theta):
+        return sum(level(row, theta) for row in magnitudes)
+
+    theta = _bisect_decreasing(total, tau, 0.0, magnitudes.sum(axis=1).max())
+    levels = np.array([level(row, theta) for row in magnitudes])
+    return np.clip(V, -levels[:, None], levels[:, None])
+
+
+def mofm_step(H, V, H_acc, V_acc, z, t, *, activation, loss, penalty, tau, optimizer, rate, n_seen):
+    """One (Ada)SGD step of core.kernels.mofm._mofm_step on a dense augmented row z (its last
+    entry the constant 1), written with whole matrices. The touched coordinates of h_r are its
+    entries where z is non-zero; after the step they are rescaled so that |h_r| <= 1.
+    Returns (H, V, H_acc, V_acc, scores, loss before the step)."""
+    H, V, H_acc, V_acc = H.copy(), V.copy(), H_acc.copy(), V_acc.copy()
+    a = H @ z
+    b = (H * z) ** 2 @ np.ones(len(z))
+    phi = a**2 if activation == "square" else 0.5 * (a**2 - b)
+    o = phi @ V
+    value, g = mofm_loss(loss, t, o)
+    s = V @ g
+    grad_V = np.outer(phi, g)
+    if activation == "square":
+        grad_H = 2.0 * (s * a)[:, None] * z[None, :]
+    else:
+        grad_H = s[:, None] * z[None, :] * (a[:, None] - H * z[None, :])
+    touched = z != 0
+    if optimizer == "adagrad":
+        V_acc += grad_V**2
+        V = V - rate * grad_V / (np.sqrt(V_acc) + 1e-8)
+        H_acc[:, touched] += grad_H[:, touched] ** 2
+        step = np.zeros_like(H)
+        step[:, touched] = grad_H[:, touched] / (np.sqrt(H_acc[:, touched]) + 1e-8)
+        H_new = H - rate * step
+    else:
+        V = V - rate / np.sqrt(1 + n_seen) * grad_V
+        H_new = H - rate / np.sqrt(1 + n_seen) * grad_H * touched[None, :]
+    for r in range(len(H)):
+        if s[r] == 0.0:
+            H_new[r] = H[r]
+            continue
+        rest = np.sum(H_new[r, ~touched] ** 2)
+        moved = np.sum(H_new[r, touched] ** 2)
+        if rest + moved > 1.0 and moved > 0:
+            H_new[r, touched] *= np.sqrt(max(1.0 - rest, 0.0) / moved)
+    return H_new, mofm_project(V, penalty, tau), H_acc, V_acc, o, value
+
+
+def metrics_rmse(y_true, y_pred) -> float:
+    """Root mean squared error."""
+    diff = np.asarray(y_true, float) - np.asarray(y_pred, float)
+    return float(np.sqrt(np.mean(diff * diff)))
+
+
+def metrics_ndcg_at_k(relevance, scores, k: int, gain: str = "exponential") -> float:
+    """nDCG@k of one query: items ranked by decreasing score (ties: first come first), gains
+    2^rel - 1 (or rel), discounts 1 / log2(rank + 1); 0 / 0 counts as 1 (no relevant item)."""
+    relevance = np.asarray(relevance, float)
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    ideal = sorted(relevance, reverse=True)
+
+    def g(r):
+        return 2.0**r - 1.0 if gain == "exponential" else r
+
+    dcg = sum(g(relevance[i]) / np.log2(rank + 2) for rank, i in enumerate(order[:k]))
+    idcg = sum(g(r) / np.log2(rank + 2) for rank, r in enumerate(ideal[:k]))
+    return 1.0 if idcg == 0 else float(dcg / idcg)
