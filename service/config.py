@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     prediction_cache_bytes: int = Field(256 * 1024 * 1024, gt=0)
 
     #: Default time-averaging interval (examples) when a model does not set one.
-    averaging_interval: int = Field(10_000, gt=0)
+    averaging_interval: int = Field(50_000, gt=0)
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
 

@@ -27,7 +27,7 @@ class Components:
     warm: bool = False
 
 
-def components(request: Request) -> Components:
+async def components(request: Request) -> Components:
     return request.app.state.components
 
 
@@ -48,7 +48,7 @@ def _matches(token: str, keys: list[str]) -> bool:
     return found
 
 
-def require_write(request: Request, app: App) -> None:
+async def require_write(request: Request, app: App) -> None:
     keys = app.settings.write_keys
     if not keys:
         return
@@ -61,7 +61,7 @@ def require_write(request: Request, app: App) -> None:
         raise APIError(403, "forbidden", "the key is not allowed to write")
 
 
-def require_read(request: Request, app: App) -> None:
+async def require_read(request: Request, app: App) -> None:
     keys = app.settings.read_keys
     if not keys:
         return

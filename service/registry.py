@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.averaging import Averaged
-from core.base import BinaryClassifier, Estimator
+from core.base import BinaryClassifier, Estimator, Steps
 from core.dos import DoSClassifier
 from core.features import CSRBatch, FeatureHasher, Row, batch_from_rows, dense_row, sparse_row
 from core.linear import LinearPA
@@ -353,7 +353,13 @@ class LiveModel:
         with self.lock.write():
             if self.regression or self.binary:
                 y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
-                steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
+                if batch.n_rows == 1:  # no batch machinery for the common single example
+                    step = self.estimator.learn_one(batch.row(0), float(y[0]))
+                    steps = Steps(
+                        np.array([step.score]), np.array([step.loss]), np.array([step.aggressive])
+                    )
+                else:
+                    steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
                 losses, aggressive = steps.losses, steps.aggressive
                 if self.regression:
                     predicted = steps.scores
@@ -408,7 +414,7 @@ class LiveModel:
         """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
         with self.lock.read():
             total = sum(
-                float(np.vdot(a, a))
+                _squared_norm(a)
                 for name, a in self.live.arrays()
                 if a.dtype.kind == "f" and not name.endswith("n_")
             )
@@ -438,6 +444,12 @@ class LiveModel:
             "last_snapshot_version": self.last_snapshot_version,
             "metrics": self.progressive.summary(),
         }
+
+
+def _squared_norm(array: np.ndarray) -> float:
+    """Sum of squares without copying a non-contiguous view (einsum reads it in place)."""
+    subscripts = "abcdefgh"[: array.ndim]
+    return float(np.einsum(f"{subscripts},{subscripts}->", array, array))
 
 
 def is_regression(spec: CreateModel) -> bool:

@@ -6,6 +6,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from core.datasets import parse_svmlight
@@ -46,17 +47,23 @@ _BODY_DOC = {
     dependencies=[Write],
     openapi_extra=_BODY_DOC,
 )
-async def feedback(name: str, request: Request, app: App) -> dict:
+async def feedback(name: str, request: Request, app: App) -> JSONResponse:
     """Learn from labelled examples (scored before learning: progressive validation)."""
     live = app.registry.get(name)
     body = await request.body()
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type in JSON_TYPES:
-        return await run_in_threadpool(_json_feedback, app, live, body)
-    if content_type in NDJSON_TYPES:
-        return await run_in_threadpool(_ndjson_feedback, app, live, body)
-    if content_type in SVMLIGHT_TYPES:
-        return await run_in_threadpool(_svmlight_feedback, app, live, body)
+    handler = (
+        _json_feedback
+        if content_type in JSON_TYPES
+        else _ndjson_feedback
+        if content_type in NDJSON_TYPES
+        else _svmlight_feedback
+        if content_type in SVMLIGHT_TYPES
+        else None
+    )
+    if handler is not None:
+        # built here and already valid: returned as is, not re-validated
+        return JSONResponse(await run_in_threadpool(handler, app, live, body))
     raise APIError(
         415,
         "unsupported_media_type",

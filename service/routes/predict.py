@@ -3,8 +3,10 @@
 from typing import Literal
 
 from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
-from service.deps import App, Read
+from service.deps import App, Components, Read
 from service.errors import APIError
 from service.registry import instance_row
 from service.schemas import PredictRequest, PredictResponse
@@ -13,10 +15,16 @@ router = APIRouter(prefix="/v1/models", tags=["predict"])
 
 
 @router.post("/{name}/predict", response_model=PredictResponse, dependencies=[Read])
-def predict(
+async def predict(
     name: str, body: PredictRequest, app: App, variant: Literal["live", "averaged"] = "live"
-) -> dict:
+) -> JSONResponse:
     """Label, score and prediction id per instance, from the live or time-averaged model."""
+    # one trip to the thread pool for the whole request (validation, kernels, ids); the
+    # response is built here, already valid, so FastAPI does not re-validate it
+    return JSONResponse(await run_in_threadpool(_predict, app, name, body, variant))
+
+
+def _predict(app: Components, name: str, body: PredictRequest, variant: str) -> dict:
     live = app.registry.get(name)
     if len(body.instances) > app.settings.max_batch:
         raise APIError(413, "batch_too_large", f"at most {app.settings.max_batch} instances")

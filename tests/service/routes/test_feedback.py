@@ -24,7 +24,7 @@ def test_json_feedback_learns_like_the_library(client):
     assert response.status_code == 200, response.text
     data = response.json()
     assert data["learned"] == 40 and data["version"] == 1
-    reference = Averaged(model=DoSClassifier(n_features=3, rank=2, seed=3), interval=10_000)
+    reference = Averaged(model=DoSClassifier(n_features=3, rank=2, seed=3), interval=50_000)
     steps = reference.learn_many(X, y)
     assert data["aggressive"] == steps.n_aggressive
     assert [r["loss"] for r in data["results"]] == pytest.approx(steps.losses.tolist(), abs=0)
@@ -52,7 +52,7 @@ def test_string_classes_multiclass_and_all_forms(client):
     assert [r["predicted"] in ("a", "b", "c") for r in response.json()["results"]] == [True] * 3
     reference = Averaged(
         model=OneVsOne(base=DoSClassifier(n_features=4, rank=2), classes=["a", "b", "c"]),
-        interval=10_000,
+        interval=50_000,
     )
     for example in body["examples"]:
         x = example.get("x") or (example.get("indices"), example.get("values"))
@@ -86,7 +86,7 @@ def test_feedback_by_prediction_id(client):
         },
     )
     assert response.status_code == 200, response.text
-    reference = Averaged(model=DoSClassifier(n_features=3, rank=2), interval=10_000)
+    reference = Averaged(model=DoSClassifier(n_features=3, rank=2), interval=50_000)
     reference.learn_many(np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]]), [1, -1])
     assert digest(client) == state_digest(reference.get_state())
     # an id is answered once
@@ -209,7 +209,7 @@ def test_svmlight_and_ndjson_bulk(client):
         "/v1/models/m/feedback", content=lines, headers={"content-type": "application/x-ndjson"}
     )
     assert response.status_code == 200 and response.json()["learned"] == 2
-    reference = Averaged(model=DoSClassifier(n_features=4, rank=2, seed=1), interval=10_000)
+    reference = Averaged(model=DoSClassifier(n_features=4, rank=2, seed=1), interval=50_000)
     reference.learn_many(np.array([[0.5, 0, 0, 1], [0, 1.5, 0, 0], [2, 0, -1, 0]]), [1, -1, 1])
     reference.learn_one(np.array([1.0, 0, 0, 2]), 1)
     reference.learn_one({"k": "v"}, -1)
