@@ -1,0 +1,167 @@
+"""Evaluation metrics: batch functions and progressive-validation accumulators.
+
+- :func:`accuracy`, :func:`rmse`: plain batch metrics.
+- :func:`ndcg_at_k`: normalised discounted cumulative gain truncated at k, averaged over
+  queries (users), the ranking measure of section 6.5 of the multi-output PN paper
+  (``../shared/papers/multi-output-polynomial-networks.txt``, Figure 4) and of McRank (Li,
+  Burges and Wu 2007).
+- :class:`ProgressiveAccuracy`, :class:`ProgressiveRMSE`: progressive validation (each example
+  is scored before the model learns from it), as running totals that a learning loop or the
+  service updates one example (or one batch) at a time; ``window`` also keeps the value over
+  the last examples.
+
+>>> rmse([1, 2, 3], [1, 2, 5])
+1.1547005383792515
+>>> round(ndcg_at_k([3, 2, 0], [0.1, 0.9, 0.5], k=2), 4)
+0.3374
+>>> metric = ProgressiveAccuracy()
+>>> metric.update("a", "a"); metric.update("b", "a"); metric.value
+0.5
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+
+def accuracy(y_true, y_pred) -> float:
+    """Fraction of equal labels."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    return float(np.mean(y_true == y_pred)) if y_true.size else float("nan")
+
+
+def rmse(y_true, y_pred) -> float:
+    """Root mean squared error sqrt(mean((y_true - y_pred)^2))."""
+    y_true, y_pred = _pair(y_true, y_pred, numeric=True)
+    if y_true.size == 0:
+        return float("nan")
+    diff = y_true - y_pred
+    return float(np.sqrt(np.mean(diff * diff)))
+
+
+def ndcg_at_k(
+    relevance,
+    scores,
+    k: int,
+    groups=None,
+    gain: str = "exponential",
+) -> float:
+    """Mean nDCG@k over queries.
+
+    Within each query (the rows sharing a ``groups`` value; one query when ``groups`` is None)
+    the items are ranked by decreasing score, ties keeping their input order, and
+
+        DCG@k = sum_{rank < k} gain(rel_rank) / log2(rank + 2),   nDCG@k = DCG@k / IDCG@k,
+
+    with IDCG@k the DCG@k of the ideal order (by decreasing relevance), gain(r) = 2^r - 1
+    (``gain="exponential"``, Burges et al. 2005, used by McRank) or r (``"linear"``,
+    scikit-learn's ``ndcg_score``). A query without any positive gain scores 1 (every order is
+    ideal). Returns the mean over queries.
+    """
+    relevance, scores = _pair(relevance, scores, numeric=True)
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if gain not in ("exponential", "linear"):
+        raise ValueError(f"gain must be 'exponential' or 'linear', got {gain!r}")
+    if relevance.size == 0:
+        return float("nan")
+    if groups is None:
+        query = np.zeros(relevance.size, dtype=np.int64)
+    else:
+        groups = np.asarray(groups)
+        if groups.shape != relevance.shape:
+            raise ValueError(f"got {groups.shape} groups for {relevance.shape} items")
+        _, query = np.unique(groups, return_inverse=True)
+    gains = np.exp2(relevance) - 1.0 if gain == "exponential" else relevance
+    # rank items within each query: by query, then decreasing score, then input order
+    position = np.arange(relevance.size)
+    by_score = np.lexsort((position, -scores, query))
+    by_ideal = np.lexsort((position, -relevance, query))
+    starts = np.searchsorted(query[by_score], np.arange(query.max() + 1))
+    rank = position - np.repeat(starts, np.bincount(query))
+    discount = np.where(rank < k, 1.0 / np.log2(rank + 2.0), 0.0)
+    n_queries = int(query.max()) + 1
+    dcg = np.bincount(query[by_score], weights=gains[by_score] * discount, minlength=n_queries)
+    idcg = np.bincount(query[by_ideal], weights=gains[by_ideal] * discount, minlength=n_queries)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_query = np.where(idcg > 0.0, dcg / idcg, 1.0)
+    return float(np.mean(per_query))
+
+
+class _Progressive:
+    """Running mean of a per-example quantity, overall and over the last ``window`` examples."""
+
+    def __init__(self, window: int | None = None):
+        if window is not None and (
+            isinstance(window, bool) or not isinstance(window, int) or window < 1
+        ):
+            raise ValueError(f"window must be a positive integer or None, got {window!r}")
+        self.window = window
+        self.n = 0
+        self._total = 0.0
+        self._recent: deque[float] = deque(maxlen=window)
+
+    def _add(self, values: np.ndarray) -> None:
+        self.n += values.size
+        self._total += float(np.sum(values))
+        if self.window is not None:
+            self._recent.extend(values[-self.window :].tolist())
+
+    def _mean(self) -> float:
+        return self._total / self.n if self.n else float("nan")
+
+    def _recent_mean(self) -> float:
+        if self.window is None or not self._recent:
+            return float("nan")
+        return float(np.mean(self._recent))
+
+
+class ProgressiveAccuracy(_Progressive):
+    """Accuracy of predictions made before learning (``update(y_true, y_pred)`` per example,
+    ``update_many`` per batch); ``value`` over everything, ``recent`` over the window."""
+
+    def update(self, y_true, y_pred) -> None:
+        self._add(np.array([1.0 if y_true == y_pred else 0.0]))
+
+    def update_many(self, y_true, y_pred) -> None:
+        y_true, y_pred = _pair(y_true, y_pred)
+        self._add((y_true == y_pred).astype(float))
+
+    @property
+    def value(self) -> float:
+        return self._mean()
+
+    @property
+    def recent(self) -> float:
+        return self._recent_mean()
+
+
+class ProgressiveRMSE(_Progressive):
+    """RMSE of predictions made before learning (squared errors accumulated)."""
+
+    def update(self, y_true, y_pred) -> None:
+        self.update_many([y_true], [y_pred])
+
+    def update_many(self, y_true, y_pred) -> None:
+        y_true, y_pred = _pair(y_true, y_pred, numeric=True)
+        self._add((y_true - y_pred) ** 2)
+
+    @property
+    def value(self) -> float:
+        return float(np.sqrt(self._mean()))
+
+    @property
+    def recent(self) -> float:
+        return float(np.sqrt(self._recent_mean()))
+
+
+def _pair(a, b, numeric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(a, dtype=float if numeric else None)
+    b = np.asarray(b, dtype=float if numeric else None)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"expected two 1-D arrays of the same length, got {a.shape} and {b.shape}")
+    if numeric and not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ValueError("values must be finite")
+    return a, b
