@@ -78,6 +78,8 @@ class _Reduction:
             raise ValueError(
                 f"base must be a binary classifier of core (labels -1/+1), got {base!r}"
             )
+        if getattr(base, "task", "binary") != "binary":
+            raise ValueError(f"base must be a binary classifier, got task={base.task!r}")
         self.classes_ = _check_classes(classes)
         self._string_classes = isinstance(self.classes_[0], str)
         self._index = {label: k for k, label in enumerate(self.classes_)}

@@ -414,3 +414,11 @@ def test_vowel_one_vs_one_dos(vowel):
     assert majority < 0.1
     assert ovo > 0.40
     assert ovo > ovr + 0.08
+
+
+def test_regression_bases_are_refused():
+    from core.pqr import PQR
+
+    for reduction in (OneVsOne, OneVsRest):
+        with pytest.raises(ValueError, match="task='regression'"):
+            reduction(base=PQR(n_features=3, k=1, task="regression"), classes=[0, 1, 2])
