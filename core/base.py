@@ -34,7 +34,14 @@ from core.features import CSRBatch, Row, as_batch, as_row
 MODEL_KINDS: dict[str, type[Estimator]] = {}
 #: Modules defining model kinds, imported by ``from_spec`` when it meets an unknown kind (so
 #: that loading a snapshot does not depend on what the caller happened to import).
-MODEL_MODULES = ("core.linear", "core.dos", "core.multiclass", "core.averaging")
+MODEL_MODULES = (
+    "core.linear",
+    "core.dos",
+    "core.pqr",
+    "core.mofm",
+    "core.multiclass",
+    "core.averaging",
+)
 
 
 class Step(NamedTuple):
