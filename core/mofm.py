@@ -458,7 +458,10 @@ class MultiOutputPN(Estimator):
         if status != STEP_OK:
             raise ValueError("the example's scores or gradients overflow float64; not learned")
         self.n_seen_ += 1
-        return OutputStep(o, float(value), self._predict_scores(o[None, :])[0])
+        predicted = self._predict_scores(o[None, :])[0]
+        if isinstance(predicted, np.generic):
+            predicted = predicted.item()
+        return OutputStep(o, float(value), predicted)
 
     def learn_many(self, X, y) -> OutputSteps:
         """``learn_one`` over the rows in order (bit-identical to the loop). A score or gradient
