@@ -377,8 +377,6 @@ def test_squared_norm_check_matches_the_kernels():
 
 @pytest.fixture(scope="module")
 def vowel():
-    if not (VOWEL / "vowel.scale").exists():
-        pytest.skip("vowel data not available")
     X_train, y_train = read_svmlight(VOWEL / "vowel.scale", 10)
     X_test, y_test = read_svmlight(VOWEL / "vowel.scale.t", 10)
     return X_train, y_train, X_test, y_test
