@@ -82,3 +82,8 @@ def test_quick_mode_end_to_end(tmp_path):
     assert "quick mode" in markdown and "| l1/linf |" in markdown
     section = (tmp_path / "benchmarks.md").read_text()
     assert BEGIN in section and "learn_one" in section
+    # the tables and figures can be rebuilt from the saved results without fitting
+    rebuilt = tmp_path / "rebuilt"
+    again = main(["--from-json", str(tmp_path / "reproduce_mofm.json"), "--out", str(rebuilt)])
+    assert again["verdicts"] == result["verdicts"]
+    assert (rebuilt / "mofm_results.md").read_text() == markdown
