@@ -35,7 +35,8 @@ def check_estimator(factory, X: np.ndarray, y, bad_labels=(0, 2, "spam", True, N
         model.learn_one(x_i, y_i)
     predictions = model.predict_many(X)
     assert len(predictions) == n_rows
-    assert [model.predict_one(x) for x in X[:5]] == list(predictions[:5])
+    for x, predicted in zip(X[:5], predictions[:5], strict=True):
+        assert np.array_equal(model.predict_one(x), predicted)  # labels or output vectors
     scores = np.asarray(model.score_many(X))
     assert np.all(np.isfinite(scores))
 
