@@ -212,32 +212,19 @@ class Family:
         """Predictions for X (before each update), learning from (X, y) if ``learn``."""
         predictions = np.empty(X.shape[0], dtype=np.int64)
         arrays = self.arrays if arrays is None else arrays
-        if self.rank is None:
-            failed = _ovo_linear_stream(
-                *arrays,
-                FIRST,
-                SECOND,
-                PAIRS_OF,
-                self.n_seen,
-                self.n_updates,
-                X,
-                y,
-                learn,
-                predictions,
-            )
-        else:
-            failed = _ovo_dos_stream(
-                *arrays,
-                FIRST,
-                SECOND,
-                PAIRS_OF,
-                self.n_seen,
-                self.n_updates,
-                X,
-                y,
-                learn,
-                predictions,
-            )
+        stream = _ovo_linear_stream if self.rank is None else _ovo_dos_stream
+        failed = stream(
+            *arrays,
+            FIRST,
+            SECOND,
+            PAIRS_OF,
+            self.n_seen,
+            self.n_updates,
+            X,
+            y,
+            learn,
+            predictions,
+        )
         if failed >= 0:
             raise FloatingPointError(f"{self.name}: non-finite score at row {failed}")
         return predictions
