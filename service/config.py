@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -49,6 +49,26 @@ class Settings(BaseSettings):
     averaging_interval: int = Field(50_000, gt=0)
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
+
+    #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
+    #: predictions from published versions and appends feedback to the log; needs Redis) or
+    #: ``learner`` (the single writer: consumes the log, learns, publishes versions).
+    role: Literal["all", "api", "learner"] = "all"
+    #: Append every accepted feedback batch to a durable log before acknowledging it, and
+    #: replay the log after the latest snapshot on start-up.
+    feedback_log: bool = True
+    #: Directory of the local feedback log (used when no Redis URL is set); unset:
+    #: ``<snapshot_dir>/.log`` (model names cannot start with a dot).
+    log_dir: Path | None = None
+    #: Local log: ``batch`` fsyncs every appended request batch before acknowledging it;
+    #: ``none`` leaves write-back to the OS (survives a process crash, not a power loss).
+    log_fsync: Literal["batch", "none"] = "batch"
+    #: Log records (request batches) since a model's last snapshot that trigger an early one.
+    log_snapshot_records: int = Field(10_000, gt=0)
+    #: Learner: seconds between publications of changed models to the api replicas.
+    publish_interval: float = Field(0.25, gt=0)
+    #: Api replicas: seconds between polls of the latest versions (fallback to pub/sub).
+    poll_interval: float = Field(2.0, gt=0)
 
     #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
     write_keys: Annotated[list[str], NoDecode] = []

@@ -25,6 +25,7 @@ from core import __version__
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 SNAPSHOT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)
+FRESHNESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0)
 
 
 class Metrics:
@@ -156,9 +157,49 @@ class Metrics:
         self.started = Gauge(
             p + "start_time_seconds", "Unix start time of the service.", registry=registry
         )
+        # -- the feedback log (durability) and the api/learner roles ----------------------
+        self.log_failures = Counter(
+            p + "log_append_failures_total",
+            "Feedback requests refused because the feedback log could not be written.",
+            ["model"],
+            registry=registry,
+        )
+        self.log_unsnapshotted = Gauge(
+            p + "log_unsnapshotted_records",
+            "Log records learned since the model's last snapshot (replayed after a crash).",
+            ["model"],
+            registry=registry,
+        )
+        self.replayed = Counter(
+            p + "log_replayed_records_total",
+            "Log records learned by replay (start-up recovery, or the learner consuming).",
+            ["model"],
+            registry=registry,
+        )
+        self.replay_duration = Histogram(
+            p + "log_replay_duration_seconds",
+            "Time to replay a model's log after its snapshot at start-up.",
+            buckets=SNAPSHOT_BUCKETS,
+            registry=registry,
+        )
+        self.freshness = Histogram(
+            p + "freshness_seconds",
+            "Delay from an acknowledged feedback to this process serving a model that "
+            "includes it (api replicas: per loaded version, for its oldest new record).",
+            ["model"],
+            buckets=FRESHNESS_BUCKETS,
+            registry=registry,
+        )
+        self.published = Counter(
+            p + "published_versions_total",
+            "Model versions published by the learner / loaded by an api replica.",
+            ["model"],
+            registry=registry,
+        )
         self.started.set(time.time())
         self._expired_seen = 0
         self._evicted_seen = 0
+        self._log_failures_seen: dict[str, int] = {}
 
     def observe_cache(self, cache) -> None:
         self.pending.set(len(cache))
@@ -172,6 +213,11 @@ class Metrics:
         summary = live.progressive.summary()
         name = live.name
         self.model_version.labels(name).set(live.version)
+        self.log_unsnapshotted.labels(name).set(live.records_since_snapshot)
+        seen = self._log_failures_seen.get(name, 0)
+        if live.log_failures > seen:
+            self.log_failures.labels(name).inc(live.log_failures - seen)
+            self._log_failures_seen[name] = live.log_failures
         for window, prefix in (("cumulative", ""), ("recent", "recent_")):
             if summary[prefix + "accuracy"] is not None:
                 self.accuracy.labels(name, window).set(summary[prefix + "accuracy"])
@@ -190,6 +236,7 @@ class Metrics:
 
     def forget_model(self, name: str) -> None:
         self.models.dec()
+        self._log_failures_seen.pop(name, None)
         for metric in (
             self.predictions,
             self.feedback,
@@ -204,6 +251,11 @@ class Metrics:
             self.accuracy,
             self.loss,
             self.rmse,
+            self.log_failures,
+            self.log_unsnapshotted,
+            self.replayed,
+            self.freshness,
+            self.published,
         ):
             for labels in list(metric._metrics):
                 if labels[0] == name:

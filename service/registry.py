@@ -8,12 +8,13 @@ kernels release the GIL). Everything a request needs is validated before the loc
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +27,17 @@ from core.linear import LinearPA
 from core.multiclass import OneVsOne, OneVsRest
 from core.pqr import PQR
 from service.errors import APIError
+from service.feedback_log import (
+    FeedbackLog,
+    LogCorrupt,
+    LogUnavailable,
+    Position,
+    decode_record,
+    encode_record,
+)
 from service.schemas import CreateModel, Instance
+
+log = logging.getLogger("lorentztron")
 
 #: kind -> (class, accepted params); hyperparameters are validated by the class itself.
 KINDS: dict[str, tuple[type[BinaryClassifier], frozenset[str]]] = {
@@ -240,6 +251,15 @@ def compact(row: Row) -> Row:
     return indices, values
 
 
+class Capture(NamedTuple):
+    """A consistent view of a model for a snapshot."""
+
+    version: int
+    state: dict
+    log_position: Position
+    records: int  # log records learned since the previous snapshot, when captured
+
+
 @dataclass
 class LiveModel:
     """One named model: its estimator, lock, version and counters.
@@ -260,6 +280,12 @@ class LiveModel:
     last_snapshot_version: int | None = None
     last_snapshot_at: float | None = None
     lock: RWLock = field(default_factory=RWLock)
+    #: where accepted feedback is appended before it is learned (None: no log)
+    journal: FeedbackLog | None = None
+    #: the log position of the last record learned (None: none yet)
+    log_position: Position = None
+    #: True when only appending to the log (the ``api`` role: a learner process learns)
+    log_only: bool = False
 
     def __post_init__(self):
         self.regression = is_regression(self.spec)
@@ -273,6 +299,10 @@ class LiveModel:
         self.progressive = Progressive(self.metrics_window, loss, self.regression)
         self.n_learned = 0
         self.n_aggressive = 0
+        self.records_since_snapshot = 0
+        self.log_failures = 0
+        # set when an append failed with an unknown outcome: read the log before the next one
+        self._log_uncertain = False
 
     # -- labels ---------------------------------------------------------------------------
     def target(self, label, where: str) -> float:
@@ -348,44 +378,104 @@ class LiveModel:
 
     def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """Learn a validated batch in order (one writer), scoring each example before it is
-        learned (progressive validation). ``targets``: class indices or values."""
-        squared = None
+        learned (progressive validation). ``targets``: class indices or values.
+
+        With a feedback log the batch is appended to it first, under the writer lock (log
+        order is learning order); if the append fails the request is refused (503) and
+        nothing is learned. In the ``api`` role (``log_only``) the batch is only appended."""
+        record = encode_record(batch, targets) if self.journal is not None else None
         with self.lock.write():
-            if self.regression or self.binary:
-                y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
-                if batch.n_rows == 1:  # no batch machinery for the common single example
-                    step = self.estimator.learn_one(batch.row(0), float(y[0]))
-                    steps = Steps(
-                        np.array([step.score]), np.array([step.loss]), np.array([step.aggressive])
-                    )
-                else:
-                    steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
-                losses, aggressive = steps.losses, steps.aggressive
-                if self.regression:
-                    predicted = steps.scores
-                    squared = (steps.scores - targets) ** 2
-                    correct = np.zeros(batch.n_rows, dtype=bool)
-                else:
-                    predicted = (steps.scores > 0).astype(np.int64)
-                    correct = predicted == targets
+            if record is not None:
+                self._append(record)
+            if self.log_only:
+                return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
+            return self._learn(batch, targets)
+
+    def _append(self, record: bytes) -> None:
+        """Append one record (writer lock held); APIError 503 if the log refuses it."""
+        try:
+            if self._log_uncertain:
+                self._catch_up()
+            self.log_position = self.journal.append(self.name, record)
+        except LogUnavailable as error:
+            self._log_uncertain = True
+            self.log_failures += 1
+            raise APIError(
+                503,
+                "log_unavailable",
+                f"feedback refused, nothing was learned: {error}",
+            ) from None
+        self.records_since_snapshot += 1
+
+    def _catch_up(self) -> None:
+        """Learn what the log holds after our position (an append whose reply was lost may
+        have landed), so that the live model stays equal to snapshot + log."""
+        for position, record in list(self.journal.read_after(self.name, self.log_position)):
+            self._replay_one(position, record)
+        self._log_uncertain = False
+
+    def replay(self, records) -> int:
+        """Learn log records ``(position, bytes)`` in order (start-up recovery, or a learner
+        consuming the log); returns how many. A record the model refuses (it was refused
+        live the same way) is skipped."""
+        count = 0
+        with self.lock.write():
+            for position, record in records:
+                self._replay_one(position, record)
+                count += 1
+        return count
+
+    def _replay_one(self, position: Position, record: bytes) -> None:
+        try:
+            batch, targets, _ = decode_record(record)
+        except LogCorrupt as error:
+            raise LogUnavailable(f"log record {position} of {self.name}: {error}") from None
+        if not self.log_only:
+            try:
+                self._learn(batch, targets)
+            except ValueError as error:  # refused live too (e.g. a float64 overflow)
+                log.warning("replay of %s: record %s refused: %s", self.name, position, error)
+        self.log_position = position
+        self.records_since_snapshot += 1
+
+    def _learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
+        """Learn a validated batch (writer lock held by the caller)."""
+        squared = None
+        if self.regression or self.binary:
+            y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
+            if batch.n_rows == 1:  # no batch machinery for the common single example
+                step = self.estimator.learn_one(batch.row(0), float(y[0]))
+                steps = Steps(
+                    np.array([step.score]), np.array([step.loss]), np.array([step.aggressive])
+                )
             else:
-                rows = batch_rows(batch)
-                predicted = np.empty(len(rows), dtype=np.int64)
-                losses = np.empty(len(rows))
-                aggressive = np.empty(len(rows), dtype=bool)
-                for i, (row, k) in enumerate(zip(rows, targets, strict=True)):
-                    step = self.estimator.learn_one(row, self.classes[k])
-                    predicted[i] = self.classes.index(step.predicted)
-                    losses[i] = step.loss
-                    aggressive[i] = step.n_aggressive > 0
+                steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
+            losses, aggressive = steps.losses, steps.aggressive
+            if self.regression:
+                predicted = steps.scores
+                squared = (steps.scores - targets) ** 2
+                correct = np.zeros(batch.n_rows, dtype=bool)
+            else:
+                predicted = (steps.scores > 0).astype(np.int64)
                 correct = predicted == targets
-            if batch.n_rows:
-                self.version += 1
-            self.progressive.update(correct, losses, squared)
-            self.n_learned += batch.n_rows
-            n_aggressive = int(np.count_nonzero(aggressive))
-            self.n_aggressive += n_aggressive
-            version = self.version
+        else:
+            rows = batch_rows(batch)
+            predicted = np.empty(len(rows), dtype=np.int64)
+            losses = np.empty(len(rows))
+            aggressive = np.empty(len(rows), dtype=bool)
+            for i, (row, k) in enumerate(zip(rows, targets, strict=True)):
+                step = self.estimator.learn_one(row, self.classes[k])
+                predicted[i] = self.classes.index(step.predicted)
+                losses[i] = step.loss
+                aggressive[i] = step.n_aggressive > 0
+            correct = predicted == targets
+        if batch.n_rows:
+            self.version += 1
+        self.progressive.update(correct, losses, squared)
+        self.n_learned += batch.n_rows
+        n_aggressive = int(np.count_nonzero(aggressive))
+        self.n_aggressive += n_aggressive
+        version = self.version
         return {
             "version": version,
             "predicted": predicted,
@@ -399,9 +489,15 @@ class LiveModel:
         return float(value) if self.regression else self.classes[int(value)]
 
     # -- state ----------------------------------------------------------------------------
-    def snapshot_state(self) -> tuple[int, dict]:
+    def snapshot_state(self) -> Capture:
+        """Version, estimator state and the log position they include, read together."""
         with self.lock.read():
-            return self.version, self.estimator.get_state()
+            return self._capture()
+
+    def _capture(self) -> Capture:
+        return Capture(
+            self.version, self.estimator.get_state(), self.log_position, self.records_since_snapshot
+        )
 
     def restore(self, state: dict, version: int | None = None) -> int:
         """Load a state (checked first); the version moves on (or is set on start-up)."""

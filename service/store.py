@@ -5,6 +5,7 @@
     b"LZTSNAP1\\n" | header length (8 bytes, little endian) | header (JSON, UTF-8) | payload
 
 The header holds the model name, version, creation time, the model's create request, the
+position of the last feedback-log record the state includes (``log_position``), the
 estimator's ``kind``/``params``/``scalars`` and one descriptor per array (name, dtype, shape,
 offset and length in the payload), plus the SHA-256 of the payload. The payload is the raw
 little-endian bytes of the arrays. ``decode`` checks the magic, the checksum and every
@@ -20,6 +21,7 @@ same way: a crash leaves either the old or the new snapshot, never half of one.
     {prefix}:model:{name}:snapshot:{v}      the blob of version v
     {prefix}:model:{name}:versions          sorted set: member v, score v
     {prefix}:model:{name}:latest            the latest version, as a decimal string
+    {prefix}:model:{name}:log               stream: the feedback log (service/feedback_log.py)
 
 A snapshot's blob, its entry in ``versions``, the ``latest`` pointer and the pruning of old
 versions are written in one MULTI/EXEC transaction.
@@ -55,9 +57,15 @@ class SnapshotMeta:
 
 
 def encode(
-    model: str, version: int, spec: dict, state: dict, created_at: float | None = None
+    model: str,
+    version: int,
+    spec: dict,
+    state: dict,
+    created_at: float | None = None,
+    log_position: int | str | None = None,
 ) -> bytes:
-    """Serialise an estimator state (``get_state()``) with its model spec."""
+    """Serialise an estimator state (``get_state()``) with its model spec and the position of
+    the last feedback-log record it includes (None: none)."""
     descriptors, chunks, offset = [], [], 0
     for name in sorted(state["arrays"]):
         array = np.ascontiguousarray(state["arrays"][name])
@@ -80,6 +88,7 @@ def encode(
         "version": version,
         "created_at": time.time() if created_at is None else created_at,
         "spec": spec,
+        "log_position": log_position,
         "kind": state["kind"],
         "params": state["params"],
         "scalars": state["scalars"],

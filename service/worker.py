@@ -26,9 +26,13 @@ NORM_PERIOD = 10.0
 
 
 class SnapshotWorker:
-    def __init__(self, registry: Registry, store, cache: PredictionCache, metrics, settings):
+    def __init__(
+        self, registry: Registry, store, cache: PredictionCache, metrics, settings, journal=None
+    ):
         self.registry = registry
         self.store = store
+        #: the feedback log (service/feedback_log.py), None when disabled
+        self.journal = journal
         self.cache = cache
         self.metrics = metrics
         self.settings = settings
@@ -69,30 +73,109 @@ class SnapshotWorker:
                     spec=spec,
                     estimator=estimator,
                     metrics_window=self.settings.metrics_window,
+                    journal=self.journal,
                 )
                 live.restore(state, version=header["version"])
                 live.created_at = header.get("created_at", live.created_at)
                 live.last_snapshot_version = header["version"]
                 live.last_snapshot_at = header["created_at"]
+                live.log_position = header.get("log_position")
+                replayed = self.replay(live)
+                live.records_since_snapshot = replayed
                 self.registry.add(live)
                 self.metrics.track_model(live)
-                log.info("restored model %s at version %d", name, header["version"])
+                log.info(
+                    "restored model %s at version %d (snapshot %d + %d log records)",
+                    name,
+                    live.version,
+                    header["version"],
+                    replayed,
+                )
             except (SnapshotError, APIError, ValueError, KeyError) as error:
                 log.error("could not restore model %s: %s", name, error)
         self.restored = True
 
+    def replay(self, live: LiveModel) -> int:
+        """Learn the log records after the model's position (start-up recovery)."""
+        if self.journal is None:
+            return 0
+        started = time.perf_counter()
+        count = live.replay(self.journal.read_after(live.name, live.log_position))
+        self.metrics.replay_duration.observe(time.perf_counter() - started)
+        self.metrics.replayed.labels(live.name).inc(count)
+        return count
+
+    def initialise(self, live: LiveModel) -> None:
+        """Make a new model durable before its creation is acknowledged: drop any log left
+        by a deleted model of the same name and write snapshot 0 (raises if the store or
+        the log is unavailable)."""
+        live.journal = self.journal
+        with live.lock.write():
+            if self.journal is not None:
+                self.journal.delete(live.name)
+            capture = live._capture()
+            blob = encode(
+                live.name,
+                capture.version,
+                live.spec.model_dump(mode="json"),
+                capture.state,
+                log_position=capture.log_position,
+            )
+            with self._save_lock:
+                self.store.save(live.name, capture.version, blob, self.settings.snapshot_retention)
+        live.last_snapshot_version = capture.version
+        live.last_snapshot_at = time.time()
+
+    def restore_version(self, live: LiveModel, state: dict) -> int:
+        """Replace the model's state by an older snapshot's, durably: the restored state is
+        written as the newest snapshot (with the current log position) before the writer
+        lock is released, so recovery never replays later feedback onto the wrong base."""
+        with live.lock.write():
+            previous = live._capture()
+            live.estimator.set_state(state)
+            live.version += 1
+            capture = live._capture()
+            blob = encode(
+                live.name,
+                capture.version,
+                live.spec.model_dump(mode="json"),
+                capture.state,
+                log_position=capture.log_position,
+            )
+            try:
+                with self._save_lock:
+                    self.store.save(
+                        live.name, capture.version, blob, self.settings.snapshot_retention
+                    )
+            except Exception:
+                live.estimator.set_state(previous.state)
+                live.version = previous.version
+                raise
+            live.records_since_snapshot = 0
+        live.last_snapshot_version = capture.version
+        live.last_snapshot_at = time.time()
+        return capture.version
+
     # -- snapshots -----------------------------------------------------------------------
     def snapshot(self, live: LiveModel, force: bool = False) -> SnapshotMeta | None:
         """Write one model's snapshot now (None if unchanged and not forced)."""
-        version, state = live.snapshot_state()
+        version, state, position, records = live.snapshot_state()
         if not force and version == live.last_snapshot_version:
             return None
         started = time.perf_counter()
-        blob = encode(live.name, version, live.spec.model_dump(mode="json"), state)
+        blob = encode(
+            live.name, version, live.spec.model_dump(mode="json"), state, log_position=position
+        )
         with self._save_lock:
             if getattr(live, "deleted", False):
                 return None
             self.store.save(live.name, version, blob, self.settings.snapshot_retention)
+            live.records_since_snapshot -= records
+            if self.journal is not None and position is not None:
+                try:
+                    self.journal.trim(live.name, position)
+                except Exception as error:  # the log only grows; the next snapshot retries
+                    log.warning("could not trim the log of %s: %s", live.name, error)
         elapsed = time.perf_counter() - started
         live.last_snapshot_version = version
         live.last_snapshot_at = time.time()
@@ -102,9 +185,13 @@ class SnapshotWorker:
         return SnapshotMeta(live.name, version, live.last_snapshot_at, len(blob))
 
     def delete_snapshots(self, live: LiveModel) -> None:
+        """Delete the model's snapshots, then its log (a crash in between leaves a log
+        without a snapshot, which is ignored and dropped when the name is reused)."""
         with self._save_lock:
             live.deleted = True
             self.store.delete(live.name)
+            if self.journal is not None:
+                self.journal.delete(live.name)
 
     def snapshot_due(self, final: bool = False) -> None:
         """Snapshot every changed model whose backoff allows it."""
@@ -133,6 +220,12 @@ class SnapshotWorker:
                 self._retry_at.pop(live.name, None)
                 self.failing.pop(live.name, None)
 
+    def log_full(self) -> bool:
+        """A model's log passed ``log_snapshot_records`` records since its last snapshot:
+        snapshot early, so that recovery stays short and the log can be trimmed."""
+        limit = self.settings.log_snapshot_records
+        return any(live.records_since_snapshot >= limit for live in self.registry.models())
+
     def refresh_gauges(self) -> None:
         """Gauges that cost a pass over the parameters (norms) are refreshed at most every
         ``NORM_PERIOD`` seconds; the cheap ones on every tick."""
@@ -157,8 +250,10 @@ class SnapshotWorker:
                         await asyncio.to_thread(self.restore_all)
                     continue
                 self.cache.sweep()
-                due = time.monotonic() >= next_snapshot or any(
-                    t <= time.monotonic() for t in self._retry_at.values()
+                due = (
+                    time.monotonic() >= next_snapshot
+                    or any(t <= time.monotonic() for t in self._retry_at.values())
+                    or self.log_full()
                 )
                 if due:
                     await asyncio.to_thread(self.check_store)

@@ -12,7 +12,8 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 @router.post("", status_code=201, response_model=ModelInfo, dependencies=[Write])
 def create_model(spec: CreateModel, app: App, response: Response) -> dict:
-    """Create a named model (409 if the name is taken)."""
+    """Create a named model (409 if the name is taken). Its first snapshot is written
+    before the response (503 if the snapshot store or the feedback log is unavailable)."""
     if spec.name in app.registry.names():
         raise APIError(409, "model_exists", f"a model named {spec.name!r} exists")
     estimator = build_estimator(
@@ -22,6 +23,16 @@ def create_model(spec: CreateModel, app: App, response: Response) -> dict:
         name=spec.name, spec=spec, estimator=estimator, metrics_window=app.settings.metrics_window
     )
     app.registry.add(live)
+    try:
+        # durable before acknowledged: snapshot 0 written, any old log of the name dropped
+        app.worker.initialise(live)
+    except Exception as error:
+        app.registry.remove(spec.name)
+        raise APIError(
+            503,
+            "store_unavailable",
+            f"the model could not be made durable, so it was not created: {error}",
+        ) from None
     app.metrics.track_model(live)
     response.headers["Location"] = f"/v1/models/{spec.name}"
     return live.info()

@@ -57,7 +57,8 @@ def list_snapshots(name: str, app: App) -> dict:
 
 @router.post("/{name}/snapshots/{version}/restore", response_model=ModelInfo, dependencies=[Write])
 def restore_snapshot(name: str, version: int, app: App) -> dict:
-    """Replace the model's state by a snapshot's; the model's version moves on by one."""
+    """Replace the model's state by a snapshot's; the model's version moves on by one, and
+    the restored state is written as the newest snapshot before the response."""
     live = app.registry.get(name)
     try:
         blob = app.worker.store.load(name, version)
@@ -75,7 +76,14 @@ def restore_snapshot(name: str, version: int, app: App) -> dict:
             "the snapshot was taken from a model with another configuration",
         )
     try:
-        live.restore(state)
+        app.worker.restore_version(live, state)
     except ValueError as error:
         raise APIError(409, "snapshot_mismatch", str(error)) from None
+    except Exception as error:
+        raise APIError(
+            503,
+            "store_unavailable",
+            f"the restored state could not be written as the newest snapshot, so the model "
+            f"is unchanged: {error}",
+        ) from None
     return live.info()

@@ -3,6 +3,7 @@
 import time
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 from service.config import Settings
@@ -18,33 +19,53 @@ def wait_for(condition, timeout=20.0):
         time.sleep(0.1)
 
 
-def test_redis_outage_keeps_serving_and_snapshots_resume(redis_server, tmp_path):
-    settings = Settings(redis_url=redis_server.url, snapshot_interval=0.5, redis_prefix="t")
+@pytest.mark.parametrize("feedback_log", [False, True])
+def test_redis_outage_keeps_serving_and_snapshots_resume(redis_server, tmp_path, feedback_log):
+    """Without the feedback log, feedback goes on during a Redis outage (only snapshots
+    wait); with it (Redis holds the log), feedback is refused with 503 and nothing is
+    learned, because it could not be made durable. Predictions go on in both cases."""
+    settings = Settings(
+        redis_url=redis_server.url,
+        snapshot_interval=0.5,
+        redis_prefix="t",
+        feedback_log=feedback_log,
+    )
     example = {"examples": [{"x": [1.0, 0.5, -1.0], "label": 1}]}
     instance = {"instances": [{"x": [1.0, 0.5, -1.0]}]}
     with TestClient(create_app(settings)) as client:
         create(client)
         assert client.post("/v1/models/m/feedback", json=example).status_code == 200
         store = RedisStore(redis_server.url, prefix="t")
-        wait_for(lambda: [m.version for m in store.versions("m")] == [1])
+        wait_for(lambda: [m.version for m in store.versions("m")] == [0, 1])
         store.close()
 
         redis_server.stop()
-        # predictions and feedback do not depend on the store
         assert client.post("/v1/models/m/predict", json=instance).status_code == 200
         response = client.post("/v1/models/m/feedback", json=example)
-        assert response.status_code == 200 and response.json()["version"] == 2
+        if feedback_log:
+            assert response.status_code == 503
+            assert response.json()["error"]["code"] == "log_unavailable"
+            assert client.get("/v1/models/m").json()["version"] == 1  # nothing learned
+        else:
+            assert response.status_code == 200 and response.json()["version"] == 2
         ready = client.get("/readyz")
         assert ready.status_code == 503 and ready.json()["checks"]["snapshot_store"] is False
+        assert client.post("/v1/models/m/snapshots").status_code == 503
         wait_for(
             lambda: 'lorentztron_snapshot_failures_total{model="m"}' in client.get("/metrics").text
         )
-        assert "lorentztron_snapshot_store_up 0.0" in client.get("/metrics").text
-        assert client.post("/v1/models/m/snapshots").status_code == 503
+        metrics = client.get("/metrics").text
+        assert "lorentztron_snapshot_store_up 0.0" in metrics
+        if feedback_log:
+            assert 'lorentztron_log_append_failures_total{model="m"} 1.0' in metrics
 
         redis_server.start()  # same port, empty database
+        if feedback_log:
+            wait_for(lambda: client.get("/readyz").status_code == 200)
+            response = client.post("/v1/models/m/feedback", json=example)
+            assert response.status_code == 200 and response.json()["version"] == 2
         store = RedisStore(redis_server.url, prefix="t")
-        wait_for(lambda: [m.version for m in store.versions("m")] == [2])
+        wait_for(lambda: [m.version for m in store.versions("m")][-1:] == [2])
         header, state = decode(store.load("m"))
         live = client.app.state.components.registry.get("m").estimator.get_state()
         assert all(np.array_equal(state["arrays"][k], live["arrays"][k]) for k in live["arrays"])

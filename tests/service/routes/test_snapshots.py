@@ -28,7 +28,7 @@ def test_snapshot_list_restore(client):
     assert predict(client) != scores_v1
     client.post("/v1/models/m/snapshots")
     listed = client.get("/v1/models/m/snapshots").json()["snapshots"]
-    assert [s["version"] for s in listed] == [1, 2]
+    assert [s["version"] for s in listed] == [0, 1, 2]  # 0: written at creation
     assert all(s["size_bytes"] > 0 for s in listed)
     restored = client.post("/v1/models/m/snapshots/1/restore")
     assert restored.status_code == 200 and restored.json()["version"] == 3

@@ -1,0 +1,345 @@
+"""The feedback log: every accepted feedback batch is appended here before it is learned and
+before the request is acknowledged, so that a crash loses nothing that was acknowledged.
+
+One **record** is one learned batch (one request): the validated rows in CSR form and the
+targets (class indices or regression values), exactly what ``LiveModel.learn_batch`` learns.
+Replaying the records after a snapshot's position through ``learn_batch`` rebuilds, array for
+array, the model of an uninterrupted run: the updates are deterministic and a batch is learned
+the same way live and in replay.
+
+Record encoding (little endian), shared by both logs::
+
+    b"LZTB" | n_rows u32 | nnz u32 | target kind u8 (0: int64 class index, 1: float64 value)
+    | time f64 (seconds since the epoch, when appended)
+    | indptr int64[n_rows + 1] | indices int64[nnz] | values float64[nnz] | targets [n_rows]
+
+**File log** (the embedded default, ``<log_dir>/<model>/``): segment files
+``<first position:016d>.log`` of frames ``length u32 | crc32 u32 | position u64 | record``.
+Positions are consecutive integers from 1. Appends are written and, with the default
+``fsync="batch"``, fsynced before ``append`` returns. A frame cut short by a crash (or with a
+bad checksum) ends the log: it was never acknowledged, and it is cut off when the log is
+opened. ``trim(position)`` starts a new segment and deletes the segments wholly at or before
+``position`` (called after a snapshot that includes it).
+
+**Redis log** (when ``LORENTZTRON_REDIS_URL`` is set): one stream per model,
+``{prefix}:model:{name}:log``, one entry per record (field ``r``), appended with ``XADD``;
+positions are stream ids (``"<ms>-<seq>"``), whose time part also dates the entry. ``trim``
+is ``XTRIM MINID``: entries newer than the latest snapshot are never trimmed. Durability is
+Redis's: run it with ``appendonly yes`` and ``appendfsync always`` for the promise to hold
+across a Redis crash (``everysec`` may lose the last second).
+
+A failed append raises :class:`LogUnavailable`; the caller refuses the feedback (503) and
+learns nothing. When the outcome of a failed append is unknown (a Redis reply lost to a
+timeout), ``LiveModel`` reads the log after its position before its next append and learns
+what it finds, so the live model and the log never diverge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from core.features import CSRBatch
+
+log = logging.getLogger("lorentztron.log")
+
+RECORD_MAGIC = b"LZTB"
+_RECORD = struct.Struct("<4sIIBd")
+_FRAME = struct.Struct("<IIQ")  # payload length (record), crc32 of position + record, position
+_TARGET_KINDS = {0: np.dtype("<i8"), 1: np.dtype("<f8")}
+
+Position = Any  # int (file log) or str (Redis stream id); None = before the first record
+
+
+class LogUnavailable(Exception):
+    """The log could not be written or read; nothing was acknowledged."""
+
+
+class LogCorrupt(Exception):
+    """A record could not be decoded."""
+
+
+def encode_record(batch: CSRBatch, targets: np.ndarray, at: float | None = None) -> bytes:
+    """The bytes of one record (module docstring)."""
+    kind = 1 if targets.dtype.kind == "f" else 0
+    head = _RECORD.pack(
+        RECORD_MAGIC,
+        batch.n_rows,
+        batch.indices.shape[0],
+        kind,
+        time.time() if at is None else at,
+    )
+    return b"".join(
+        (
+            head,
+            batch.indptr.astype("<i8", copy=False).tobytes(),
+            batch.indices.astype("<i8", copy=False).tobytes(),
+            batch.values.astype("<f8", copy=False).tobytes(),
+            targets.astype(_TARGET_KINDS[kind], copy=False).tobytes(),
+        )
+    )
+
+
+def decode_record(data: bytes | memoryview) -> tuple[CSRBatch, np.ndarray, float]:
+    """(batch, targets, append time) of a record; LogCorrupt if it does not parse."""
+    if len(data) < _RECORD.size:
+        raise LogCorrupt("record shorter than its header")
+    magic, n_rows, nnz, kind, at = _RECORD.unpack_from(data, 0)
+    if magic != RECORD_MAGIC or kind not in _TARGET_KINDS:
+        raise LogCorrupt("not a feedback record")
+    sizes = (8 * (n_rows + 1), 8 * nnz, 8 * nnz, 8 * n_rows)
+    if _RECORD.size + sum(sizes) != len(data):
+        raise LogCorrupt("record length does not match its header")
+    arrays, offset = [], _RECORD.size
+    for dtype, size in zip(("<i8", "<i8", "<f8", _TARGET_KINDS[kind]), sizes, strict=True):
+        arrays.append(np.frombuffer(data, dtype=dtype, count=size // 8, offset=offset).copy())
+        offset += size
+    indptr, indices, values, targets = (a.astype(a.dtype.newbyteorder("=")) for a in arrays)
+    return CSRBatch(indptr, indices, values), targets, at
+
+
+class FeedbackLog(Protocol):
+    """Where accepted feedback goes before it is learned. Positions are opaque and ordered."""
+
+    def append(self, model: str, record: bytes) -> Position: ...
+    def read_after(self, model: str, position: Position) -> Iterator[tuple[Position, bytes]]: ...
+    def trim(self, model: str, position: Position) -> None: ...
+    def delete(self, model: str) -> None: ...
+    def length(self, model: str) -> int: ...
+    def ping(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def position_time(position: Position) -> float | None:
+    """Append time of a Redis position (the stream id's milliseconds); None for the file log."""
+    if isinstance(position, str):
+        return int(position.split("-")[0]) / 1000.0
+    return None
+
+
+class _Segmented:
+    """The open state of one model's file log: its segments and the next position."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.next_position = 1
+        self.handle = None
+        segments = self.segments()
+        if segments:
+            # the last segment may end with a torn frame: keep its valid prefix only
+            last = segments[-1]
+            good, end = _scan(last)
+            if end != last.stat().st_size:
+                log.warning(
+                    "log %s: cutting off %d bytes after the last whole record",
+                    last,
+                    last.stat().st_size - end,
+                )
+                with open(last, "r+b") as handle:
+                    handle.truncate(end)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            self.next_position = (good[-1] + 1) if good else int(last.stem)
+            self.handle = open(last, "ab")
+        self.records = 0
+
+    def segments(self) -> list[Path]:
+        return sorted(self.folder.glob("*.log"))
+
+    def open_segment(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        path = self.folder / f"{self.next_position:016d}.log"
+        self.handle = open(path, "ab")
+        _fsync_dir(self.folder)
+
+
+def _scan(path: Path) -> tuple[list[int], int]:
+    """Positions of the whole, valid frames of a segment, and the byte offset after them."""
+    positions, offset = [], 0
+    data = path.read_bytes()
+    while offset + _FRAME.size <= len(data):
+        length, crc, position = _FRAME.unpack_from(data, offset)
+        end = offset + _FRAME.size + length
+        if end > len(data):
+            break
+        body = memoryview(data)[offset + 8 : end]
+        if zlib.crc32(body) != crc:
+            break
+        positions.append(position)
+        offset = end
+    return positions, offset
+
+
+def _frames(path: Path) -> Iterator[tuple[int, memoryview]]:
+    data = path.read_bytes()
+    offset = 0
+    while offset + _FRAME.size <= len(data):
+        length, crc, position = _FRAME.unpack_from(data, offset)
+        end = offset + _FRAME.size + length
+        if end > len(data) or zlib.crc32(memoryview(data)[offset + 8 : end]) != crc:
+            return
+        yield position, memoryview(data)[offset + _FRAME.size : end]
+        offset = end
+
+
+def _fsync_dir(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class FileLog:
+    """Append-only segment files per model (module docstring). ``fsync``: ``"batch"``
+    (fsync every append, the default: acknowledged means on disk) or ``"none"`` (the OS
+    writes back; survives a process crash, not a power loss)."""
+
+    def __init__(self, directory: str | os.PathLike, fsync: str = "batch"):
+        if fsync not in ("batch", "none"):
+            raise ValueError(f"fsync must be 'batch' or 'none', got {fsync!r}")
+        self.directory = Path(directory)
+        self.fsync = fsync
+        self._open: dict[str, _Segmented] = {}
+
+    def _state(self, model: str) -> _Segmented:
+        state = self._open.get(model)
+        if state is None:
+            state = self._open[model] = _Segmented(self.directory / model)
+        return state
+
+    def append(self, model: str, record: bytes) -> int:
+        try:
+            state = self._state(model)
+            if state.handle is None:
+                state.open_segment()
+            position = state.next_position
+            body = struct.pack("<Q", position) + record
+            frame = struct.pack("<II", len(record), zlib.crc32(body)) + body
+            handle = state.handle
+            start = handle.tell()
+            try:
+                handle.write(frame)
+                handle.flush()
+                if self.fsync == "batch":
+                    os.fsync(handle.fileno())
+            except OSError:
+                # leave no partial frame behind: the next append must follow a whole record
+                handle.truncate(start)
+                raise
+        except OSError as error:
+            raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+        state.next_position = position + 1
+        state.records += 1
+        return position
+
+    def read_after(self, model: str, position: int | None) -> Iterator[tuple[int, bytes]]:
+        after = position or 0
+        state = self._state(model)
+        if state.handle is not None:
+            state.handle.flush()
+        segments = state.segments()
+        for i, segment in enumerate(segments):
+            following = segments[i + 1] if i + 1 < len(segments) else None
+            if following is not None and int(following.stem) <= after + 1:
+                continue  # every record of this segment is at or before `after`
+            for at, record in _frames(segment):
+                if at > after:
+                    yield at, bytes(record)
+
+    def trim(self, model: str, position: int | None) -> None:
+        """Drop the segments whose records are all at or before ``position``."""
+        if position is None:
+            return
+        state = self._state(model)
+        if state.handle is not None and state.next_position > int(Path(state.handle.name).stem):
+            state.open_segment()  # the current segment is closed off and can go when covered
+        segments = state.segments()
+        for segment, following in zip(segments, segments[1:], strict=False):
+            if int(following.stem) <= position + 1:
+                segment.unlink(missing_ok=True)
+
+    def delete(self, model: str) -> None:
+        state = self._open.pop(model, None)
+        if state is not None and state.handle is not None:
+            state.handle.close()
+        folder = self.directory / model
+        if folder.exists():
+            for path in folder.iterdir():
+                path.unlink()
+            folder.rmdir()
+
+    def length(self, model: str) -> int:
+        """Records kept (all segments)."""
+        return sum(len(_scan(s)[0]) for s in self._state(model).segments())
+
+    def ping(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.directory, os.W_OK):
+            raise LogUnavailable(f"{self.directory} is not writable")
+
+    def close(self) -> None:
+        for state in self._open.values():
+            if state.handle is not None:
+                state.handle.close()
+        self._open.clear()
+
+
+class RedisLog:
+    """A Redis stream per model (module docstring). Short timeouts: an outage fails the
+    request fast (503) instead of holding the model's writer."""
+
+    def __init__(self, client, prefix: str = "lorentztron"):
+        self.client = client
+        self.prefix = prefix
+
+    def key(self, model: str) -> str:
+        return f"{self.prefix}:model:{model}:log"
+
+    def append(self, model: str, record: bytes) -> str:
+        try:
+            return self.client.xadd(self.key(model), {b"r": record}).decode()
+        except Exception as error:  # connection, timeout, out of memory, read-only replica
+            raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+
+    def read_after(
+        self, model: str, position: str | None, chunk: int = 1000
+    ) -> Iterator[tuple[str, bytes]]:
+        start = "-" if position is None else f"({position}"
+        while True:
+            try:
+                entries = self.client.xrange(self.key(model), min=start, count=chunk)
+            except Exception as error:
+                raise LogUnavailable(f"the feedback log could not be read: {error}") from None
+            for entry_id, fields in entries:
+                yield entry_id.decode(), fields[b"r"]
+            if len(entries) < chunk:
+                return
+            start = f"({entries[-1][0].decode()}"
+
+    def trim(self, model: str, position: str | None) -> None:
+        if position is not None:
+            # MINID keeps `position` itself and everything newer
+            self.client.xtrim(self.key(model), minid=position, approximate=False)
+
+    def delete(self, model: str) -> None:
+        self.client.delete(self.key(model))
+
+    def length(self, model: str) -> int:
+        return int(self.client.xlen(self.key(model)))
+
+    def ping(self) -> None:
+        self.client.ping()
+
+    def close(self) -> None:
+        pass

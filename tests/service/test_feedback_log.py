@@ -1,0 +1,158 @@
+"""The feedback log: record encoding, the file log (segments, torn tails, trimming) and the
+Redis stream log, against a real redis-server."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import redis
+
+from core.features import CSRBatch
+from service.feedback_log import (
+    FileLog,
+    LogCorrupt,
+    LogUnavailable,
+    RedisLog,
+    decode_record,
+    encode_record,
+    position_time,
+)
+
+
+def batch(seed: int, n_rows: int = 3) -> tuple[CSRBatch, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 4, n_rows)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = np.concatenate([np.sort(rng.choice(50, c, replace=False)) for c in counts])
+    values = rng.standard_normal(indptr[-1])
+    return CSRBatch(indptr, indices.astype(np.int64), values), rng.integers(0, 2, n_rows)
+
+
+def same(a: CSRBatch, b: CSRBatch) -> bool:
+    return all(
+        np.array_equal(getattr(a, f), getattr(b, f)) for f in ("indptr", "indices", "values")
+    )
+
+
+@pytest.mark.parametrize("targets", [np.array([0, 1, 1]), np.array([0.5, -1e300, np.pi])])
+def test_record_round_trip(targets):
+    rows, _ = batch(0)
+    decoded, decoded_targets, at = decode_record(encode_record(rows, targets, at=12.5))
+    assert same(rows, decoded) and at == 12.5
+    assert decoded_targets.dtype == targets.dtype
+    assert np.array_equal(decoded_targets, targets)
+
+
+def test_empty_batch_round_trip():
+    empty = CSRBatch(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    decoded, targets, _ = decode_record(encode_record(empty, np.zeros(0, np.int64)))
+    assert decoded.n_rows == 0 and targets.shape == (0,)
+
+
+@pytest.mark.parametrize("cut", [0, 5, 20, -1])
+def test_truncated_or_foreign_records_are_refused(cut):
+    record = encode_record(*batch(1))
+    with pytest.raises(LogCorrupt):
+        decode_record(record[:cut])
+    with pytest.raises(LogCorrupt):
+        decode_record(b"XXXX" + record[4:])
+
+
+def test_file_log_appends_reads_and_reopens(tmp_path):
+    journal = FileLog(tmp_path)
+    records = [encode_record(*batch(seed)) for seed in range(5)]
+    assert [journal.append("m", r) for r in records] == [1, 2, 3, 4, 5]
+    assert [p for p, _ in journal.read_after("m", None)] == [1, 2, 3, 4, 5]
+    assert [r for _, r in journal.read_after("m", 3)] == records[3:]
+    journal.close()
+    reopened = FileLog(tmp_path)
+    assert reopened.append("m", records[0]) == 6  # positions continue after a restart
+    assert reopened.length("m") == 6 and reopened.length("other") == 0
+
+
+def test_file_log_cuts_a_torn_tail(tmp_path):
+    journal = FileLog(tmp_path)
+    records = [encode_record(*batch(seed)) for seed in range(3)]
+    for record in records:
+        journal.append("m", record)
+    journal.close()
+    (segment,) = (tmp_path / "m").glob("*.log")
+    size = segment.stat().st_size
+    with open(segment, "r+b") as handle:  # a crash in the middle of the last frame
+        handle.truncate(size - 7)
+    reopened = FileLog(tmp_path)
+    assert [p for p, _ in reopened.read_after("m", None)] == [1, 2]
+    assert reopened.append("m", records[2]) == 3  # appended after the last whole record
+    assert [r for _, r in reopened.read_after("m", None)] == records
+
+
+def test_file_log_stops_at_a_bad_checksum(tmp_path):
+    journal = FileLog(tmp_path)
+    for seed in range(3):
+        journal.append("m", encode_record(*batch(seed)))
+    journal.close()
+    (segment,) = (tmp_path / "m").glob("*.log")
+    data = bytearray(segment.read_bytes())
+    data[-3] ^= 0xFF  # flip a bit of the last record
+    segment.write_bytes(bytes(data))
+    assert [p for p, _ in FileLog(tmp_path).read_after("m", None)] == [1, 2]
+
+
+def test_file_log_trim_keeps_everything_after_the_position(tmp_path):
+    journal = FileLog(tmp_path)
+    records = [encode_record(*batch(seed)) for seed in range(9)]
+    for record in records[:4]:
+        journal.append("m", record)
+    journal.trim("m", 2)  # segment 1..4 is still needed (3, 4 follow the snapshot)
+    assert [p for p, _ in journal.read_after("m", 2)] == [3, 4]
+    for record in records[4:7]:
+        journal.append("m", record)
+    journal.trim("m", 6)  # 1..4 is wholly covered now; 5..7 holds 7
+    assert [p for p, _ in journal.read_after("m", None)] == [5, 6, 7]
+    assert [r for _, r in journal.read_after("m", 6)] == [records[6]]
+    journal.trim("m", 7)
+    assert list(journal.read_after("m", 7)) == []
+    journal.append("m", records[7])
+    assert [p for p, _ in journal.read_after("m", 7)] == [8]
+    journal.close()
+    assert [p for p, _ in FileLog(tmp_path).read_after("m", 7)] == [8]
+
+
+def test_file_log_delete_and_reuse(tmp_path):
+    journal = FileLog(tmp_path, fsync="none")
+    journal.append("m", encode_record(*batch(0)))
+    journal.delete("m")
+    assert not (tmp_path / "m").exists()
+    assert journal.append("m", encode_record(*batch(1))) == 1
+
+
+def test_file_log_refuses_when_it_cannot_write(tmp_path):
+    (tmp_path / "blocked").write_text("a file where the log directory should be")
+    with pytest.raises(LogUnavailable, match="could not be written"):
+        FileLog(tmp_path / "blocked").append("m", encode_record(*batch(0)))
+    with pytest.raises(ValueError, match="fsync"):
+        FileLog(tmp_path, fsync="sometimes")
+
+
+def test_redis_log(redis_server):
+    client = redis.Redis.from_url(redis_server.url)
+    journal = RedisLog(client, prefix="t")
+    records = [encode_record(*batch(seed)) for seed in range(5)]
+    positions = [journal.append("m", r) for r in records]
+    assert positions == sorted(positions, key=lambda p: tuple(map(int, p.split("-"))))
+    assert abs(position_time(positions[0]) - time.time()) < 60
+    assert [r for _, r in journal.read_after("m", None)] == records
+    assert [r for _, r in journal.read_after("m", positions[1], chunk=2)] == records[2:]
+    journal.trim("m", positions[2])  # entries from the position on are kept
+    assert journal.length("m") == 3
+    assert [r for _, r in journal.read_after("m", positions[2])] == records[3:]
+    journal.delete("m")
+    assert journal.length("m") == 0
+    redis_server.stop()
+    with pytest.raises(LogUnavailable):
+        RedisLog(redis.Redis.from_url(redis_server.url, socket_timeout=1), "t").append(
+            "m", records[0]
+        )
+    client.close()
