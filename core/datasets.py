@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,13 +33,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.config import FLOAT, INDEX
-from core.kernels.datasets import PAD, _datasets_deform_batch
+from core.kernels.datasets import (
+    PAD,
+    SVMLIGHT_OK,
+    _datasets_deform_batch,
+    _datasets_parse_svmlight,
+    _datasets_svmlight_bounds,
+)
 
 #: Environment variable that overrides :func:`data_dir`.
 DATA_DIR_ENV = "LORENTZTRON_DATA_DIR"
 
 #: MNIST test digits used as sources of the deformation stream; the rest is the test set.
 MNIST_N_SOURCE = 8000
+
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 def data_dir() -> Path:
@@ -52,10 +59,6 @@ def data_dir() -> Path:
 
 
 # -- svmlight / LIBSVM ------------------------------------------------------------------------
-
-_NUMBER = rb"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
-#: one line without its comment: a label, then ``index:value`` pairs (finite numbers only)
-_LINE = re.compile(rb"[ \t]*(" + _NUMBER + rb")((?:[ \t]+[0-9]+:" + _NUMBER + rb")*)[ \t]*")
 
 
 def load_svmlight(path: str | os.PathLike, n_features: int | None = None):
@@ -77,52 +80,57 @@ def load_svmlight(path: str | os.PathLike, n_features: int | None = None):
 def parse_svmlight(data: bytes, n_features: int | None = None, source: str = "<bytes>"):
     """``load_svmlight`` over bytes already in memory (an HTTP body, say).
 
-    Parsing is vectorised: one regular expression per line vets the syntax, then numpy reads
-    every number of the body in one C-level pass, with no Python object per feature.
+    One numba pass over the raw bytes (``_datasets_parse_svmlight``) splits the lines,
+    checks the syntax of every row (``label index:value ...``, numbers
+    ``[-+]?(digits[.digits]|.digits)([eE][-+]?digits)?``, indices plain decimal integers)
+    and parses the numbers: exactly, by Clinger's fast path, and the few numbers outside it
+    (17+ significant digits, exponents beyond +-22) by Python's ``float``, so every value is
+    bit-identical to ``float(token)``. Errors, in this order: the first line that is not a
+    svmlight row (named by its number), a non-finite label or value, a 0 index (named by
+    its row), an index beyond int64, an index above ``n_features``.
     """
     path = source
-    labels: list[float] = []
-    parts: list[bytes] = []
-    counts: list[int] = []
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        line = raw.split(b"#", 1)[0].strip()
-        if not line:
-            continue
-        match = _LINE.fullmatch(line)
-        if match is None:
-            shown = line[:60].decode("ascii", "replace")
-            raise ValueError(f"{path}:{lineno}: not a svmlight row: {shown!r}")
-        labels.append(float(match.group(1)))
-        features = match.group(2)
-        parts.append(features)
-        counts.append(features.count(b":"))
-    n_rows = len(labels)
-    indptr = np.zeros(n_rows + 1, dtype=INDEX)
-    np.cumsum(counts, out=indptr[1:])
-    nnz = int(indptr[-1])
-    # the regex has vetted every token, so one C-level parse of all numbers is exact
-    text = b" ".join(parts).replace(b":", b" ").decode("ascii")
-    numbers = np.fromstring(text, dtype=np.float64, sep=" ") if nnz else np.zeros(0)
-    if numbers.shape[0] != 2 * nnz:  # pragma: no cover - guarded by the regex
-        raise ValueError(f"{path}: parsed {numbers.shape[0]} numbers, expected {2 * nnz}")
-    indices = numbers[0::2].astype(INDEX)
-    values = np.ascontiguousarray(numbers[1::2])
-    if not (np.all(np.isfinite(values)) and np.all(np.isfinite(labels))):
+    raw = np.frombuffer(data, dtype=np.uint8)
+    max_rows, max_nnz = _datasets_svmlight_bounds(raw)
+    labels = np.empty(max_rows, dtype=FLOAT)
+    indptr = np.empty(max_rows + 1, dtype=INDEX)
+    indices = np.empty(max_nnz, dtype=INDEX)
+    values = np.empty(max_nnz, dtype=FLOAT)
+    fallback = np.empty((3, max_rows + max_nnz), dtype=INDEX)
+    n_rows, nnz, n_fallback, error, line, offset, first_zero, largest, overflow_line = (
+        _datasets_parse_svmlight(raw, labels, indptr, indices, values, *fallback)
+    )
+    if error != SVMLIGHT_OK:
+        stop = data.find(b"\n", offset)
+        text = data[offset : stop if stop >= 0 else len(data)]
+        shown = text.split(b"#", 1)[0].strip()[:60].decode("ascii", "replace")
+        raise ValueError(f"{path}:{line}: not a svmlight row: {shown!r}")
+    for start, stop, slot in fallback[:, :n_fallback].T.tolist():
+        if slot >= 0:
+            values[slot] = float(data[start:stop])
+        else:
+            labels[-1 - slot] = float(data[start:stop])
+    labels = labels[:n_rows]
+    indptr = indptr[: n_rows + 1]
+    indices = indices[:nnz]
+    values = values[:nnz]
+    if not (np.isfinite(values).all() and np.isfinite(labels).all()):
         raise ValueError(f"{path}: labels and values must be finite")
-    if nnz and indices.min() < 1:
-        row = int(np.searchsorted(indptr, np.argmin(indices), side="right")) - 1
+    if first_zero >= 0:
+        row = int(np.searchsorted(indptr, first_zero, side="right")) - 1
         raise ValueError(f"{path}: row {row}: feature index 0; svmlight indices are 1-based")
-    largest = int(indices.max()) if nnz else 0
+    if overflow_line:
+        raise ValueError(f"{path}:{overflow_line}: feature index beyond {_INT64_MAX}")
     if n_features is None:
-        n_features = largest
+        n_features = int(largest)
     elif isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
         raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
     elif largest > n_features:
         raise ValueError(f"{path}: feature index {largest} exceeds n_features={n_features}")
-    X = sp.csr_matrix((values, indices - 1, indptr), shape=(n_rows, int(n_features)), dtype=FLOAT)
+    X = sp.csr_matrix((values, indices, indptr), shape=(n_rows, int(n_features)), dtype=FLOAT)
     X.sum_duplicates()
     X.eliminate_zeros()
-    return X, np.asarray(labels, dtype=FLOAT)
+    return X, labels
 
 
 # -- MNIST ------------------------------------------------------------------------------------

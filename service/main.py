@@ -30,13 +30,16 @@ example at a time. Errors are JSON `{"error": {"code", "message", "details"}}`."
 
 
 def warm_up() -> None:
-    """Compile the per-request kernels (binary, one-vs-one, averaging) before readiness."""
+    """Compile the per-request kernels (binary, one-vs-one, averaging, the svmlight parser)
+    before readiness."""
     from core.averaging import Averaged
+    from core.datasets import parse_svmlight
     from core.dos import DoSClassifier
     from core.linear import LinearPA
     from core.multiclass import OneVsOne
     from core.pqr import PQR
 
+    parse_svmlight(b"1 1:0.5 2:1e-30 3:0.30000000000000004\n", n_features=3)
     X = np.eye(3)
     for task, y in (("binary", [1, -1, 1]), ("regression", [0.5, 1.0, -2.0])):
         pqr = PQR(n_features=3, k=2, task=task, warmup=1)

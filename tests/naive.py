@@ -7,7 +7,10 @@ agreement means something.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import brentq
 
 
@@ -392,3 +395,58 @@ def metrics_ndcg_at_k(relevance, scores, k: int, gain: str = "exponential") -> f
     dcg = sum(g(relevance[i]) / np.log2(rank + 2) for rank, i in enumerate(order[:k]))
     idcg = sum(g(r) / np.log2(rank + 2) for rank, r in enumerate(ideal[:k]))
     return 1.0 if idcg == 0 else float(dcg / idcg)
+
+
+# -- svmlight ---------------------------------------------------------------------------------
+_SVM_NUMBER = rb"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_SVM_LINE = re.compile(
+    rb"[ \t]*(" + _SVM_NUMBER + rb")((?:[ \t]+[0-9]+:" + _SVM_NUMBER + rb")*)[ \t]*"
+)
+
+
+def parse_svmlight(data: bytes, n_features=None, source: str = "<bytes>"):
+    """The regular-expression svmlight parser that ``core.datasets.parse_svmlight`` replaced:
+    one ``fullmatch`` per line vets the syntax, then numpy reads every number of the body
+    (``np.fromstring`` parses like ``float``). Same results and errors, ~20x slower."""
+    path = source
+    labels: list[float] = []
+    parts: list[bytes] = []
+    counts: list[int] = []
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        line = raw.split(b"#", 1)[0].strip()
+        if not line:
+            continue
+        match = _SVM_LINE.fullmatch(line)
+        if match is None:
+            shown = line[:60].decode("ascii", "replace")
+            raise ValueError(f"{path}:{lineno}: not a svmlight row: {shown!r}")
+        labels.append(float(match.group(1)))
+        features = match.group(2)
+        parts.append(features)
+        counts.append(features.count(b":"))
+    n_rows = len(labels)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    nnz = int(indptr[-1])
+    text = b" ".join(parts).replace(b":", b" ").decode("ascii")
+    numbers = np.fromstring(text, dtype=np.float64, sep=" ") if nnz else np.zeros(0)
+    indices = numbers[0::2].astype(np.int64)
+    values = np.ascontiguousarray(numbers[1::2])
+    if not (np.all(np.isfinite(values)) and np.all(np.isfinite(labels))):
+        raise ValueError(f"{path}: labels and values must be finite")
+    if nnz and indices.min() < 1:
+        row = int(np.searchsorted(indptr, np.argmin(indices), side="right")) - 1
+        raise ValueError(f"{path}: row {row}: feature index 0; svmlight indices are 1-based")
+    largest = int(indices.max()) if nnz else 0
+    if n_features is None:
+        n_features = largest
+    elif isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
+        raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
+    elif largest > n_features:
+        raise ValueError(f"{path}: feature index {largest} exceeds n_features={n_features}")
+    X = sp.csr_matrix(
+        (values, indices - 1, indptr), shape=(n_rows, int(n_features)), dtype=np.float64
+    )
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    return X, np.asarray(labels, dtype=np.float64)

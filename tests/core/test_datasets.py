@@ -12,9 +12,11 @@ from core.datasets import (
     load_mnist_test,
     load_svmlight,
     mnist_split,
+    parse_svmlight,
     smoothing_basis,
 )
 from core.kernels.datasets import PAD, _datasets_deform_batch
+from tests import naive
 
 needs_data = pytest.mark.skipif(
     not (data_dir() / "mnist").is_dir(), reason="../shared/data is not available"
@@ -100,6 +102,177 @@ def test_svmlight_error_names_the_line(tmp_path):
     path = write(tmp_path, "1 1:1\n-1 2:2\n1 3:abc\n")
     with pytest.raises(ValueError, match=r":3: not a svmlight row"):
         load_svmlight(path)
+
+
+def outcome(parse, data: bytes, n_features=None):
+    """What a parser gives: ("ok", arrays as raw bytes, shape) or ("error", message)."""
+    try:
+        X, y = parse(data, n_features, source="body")
+    except ValueError as error:
+        return "error", str(error)
+    arrays = [X.data, X.indices, X.indptr, y]
+    return "ok", [(a.dtype.str, a.tobytes()) for a in arrays], X.shape
+
+
+def assert_same_as_reference(data: bytes, n_features=None):
+    expected = outcome(naive.parse_svmlight, data, n_features)
+    assert outcome(parse_svmlight, data, n_features) == expected, data
+
+
+NUMBERS = [
+    "0", "1", "-1", "+1", "2.5", "-0", "-0.0", ".5", "5.", "-.25", "+3.", "1e5", "1E-5",
+    "2.5e+3", "0.1", "0.30000000000000004", "1.7976931348623157e308", "4.9e-324",
+    "2.2250738585072011e-308", "2.2250738585072014e-308", "1e-320", "9007199254740993",
+    "9007199254740992.5", "123456789012345678901234567890", "0.000000000000000000000000001",
+    "1e22", "1e23", "1e-22", "1e-23", "3.14159265358979323846264338327950288",
+    "8.98846567431158e307", "1e308", "0e999", "1.5000000000000000000000000", "00000012.50",
+    "7e0", "1e+0", "5e-1", "123.456e-7", "0.1e1", "4503599627370497.5", "1e400", "-1e400",
+]  # fmt: skip
+BAD = ["x", "nan", "inf", "-inf", "1e", "1.2.3", "--1", "+", ".", "e5", "1,5", "0x10", "1_0"]
+
+
+def random_number(rng) -> str:
+    if rng.random() < 0.4:
+        return NUMBERS[rng.integers(len(NUMBERS))]
+    mantissa = f"{rng.integers(0, 10 ** int(rng.integers(1, 19)))}"
+    if rng.random() < 0.6:
+        cut = int(rng.integers(0, len(mantissa) + 1))
+        mantissa = mantissa[:cut] + "." + mantissa[cut:]
+        if mantissa == ".":
+            mantissa = "0."
+    if rng.random() < 0.3:
+        mantissa += f"e{int(rng.integers(-330, 330))}"
+    return ("-" if rng.random() < 0.4 else "") + mantissa
+
+
+def random_body(rng, bad: float) -> bytes:
+    lines = []
+    for _ in range(int(rng.integers(0, 8))):
+        kind = rng.random()
+        if kind < 0.08:
+            lines.append(rng.choice(["", "   ", "\t", "# a comment", " \r", "\x0b\x0c"]))
+            continue
+        label = random_number(rng) if rng.random() > bad else str(rng.choice(BAD))
+        tokens = [label]
+        for _ in range(int(rng.integers(0, 6))):
+            index = str(int(rng.integers(0, 40)))
+            value = random_number(rng)
+            token = f"{index}:{value}"
+            if rng.random() < bad:
+                token = str(
+                    rng.choice(
+                        [f"{index}:{rng.choice(BAD)}", index, f"{index}:", f"-{index}:1",
+                         f"{index}.5:1", f"{index}:1:2", f"{index} :1", f"{index}: 1",
+                         f"{index}:1\r", "\x0b1:1", "\u00e91:1"]
+                    )
+                )  # fmt: skip
+            tokens.append(token)
+        separators = [str(rng.choice([" ", "\t", "  ", " \t"])) for _ in tokens]
+        line = "".join(sep + tok for sep, tok in zip(separators, tokens, strict=True))[1:]
+        if rng.random() < 0.3:
+            line = str(rng.choice([" ", "\t", "\x0c", "\r"])) + line
+        if rng.random() < 0.3:
+            line += str(rng.choice([" ", "\t", "\r", " \r", " # comment", "#", "\x0b"]))
+        lines.append(line)
+    body = "\n".join(lines)
+    if rng.random() < 0.5:
+        body += "\n"
+    return body.encode("utf-8")
+
+
+@pytest.mark.parametrize("bad", [0.0, 0.02, 0.2])
+def test_svmlight_parser_matches_the_reference(bad):
+    """Random bodies, valid and not: bit-identical arrays, or the identical error."""
+    rng = np.random.default_rng(int(bad * 100))
+    errors = 0
+    for _ in range(1500):
+        body = random_body(rng, bad)
+        n_features = None if rng.random() < 0.5 else int(rng.integers(0, 45))
+        assert_same_as_reference(body, n_features)
+        errors += outcome(parse_svmlight, body, n_features)[0] == "error"
+    assert errors > (100 if bad else 0)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"\n",
+        b"\n\n\n",
+        b"   \n\t\n",
+        b"# only a comment",
+        b"1",
+        b"1\n",
+        b"-1 3:1   \n",
+        b"+1 1:0.5 2:1\t\t\n",
+        b"1 1:1\r\n-1 2:2\r\n",
+        b"1 1:1\r\n-1 2:2\r",
+        b"1 1:1 \r \n",
+        b"\r\n1 1:1",
+        b"1 1:1e308 2:1e-308 3:4.9e-324 4:2e-324 5:1e-400 6:2.4703282292062327e-324",
+        b"1 1:1e309",
+        b"1e400 1:1",
+        b"1 1:0.1000000000000000055511151231257827 2:12345678901234567890123",
+        b"1 1:9007199254740993 2:9007199254740992 3:900719925474099.3",
+        b"1 1:1e22 2:1e23 3:1e-22 4:1e-23 5:123456789e15 6:1.5e-30",
+        b"1 1:0e99999999999999999999999 2:1e-99999999999999999999",
+        b"1 1:1e99999999999999999999",
+        b"1 00001:5 002:6",
+        b"1 1:1 1:2 1:-3 2:0",
+        b"1 1:1\x0b",
+        b"1 1:1\x0b2:1",
+        b"1 1:1 #c\n2#\n#\n 3 2:2#x#y",
+        b"1 1:1\n\xff\xfe",
+        b"1 1:1 " + b"2:1 " * 40 + b"x",
+        b"1 0:1 2:1\n-1 0:2",
+        b"1 3:1\n-1 0:2\n1 2:x",
+        b"1 1:nan\n2 2:2 x",
+        b"1\t\t",
+        b"\t1\t1:1",
+    ],
+)
+def test_svmlight_degenerate_bodies(body):
+    for n_features in (None, 0, 3, 1 << 60):
+        assert_same_as_reference(body, n_features)
+
+
+def test_svmlight_values_are_those_of_float():
+    tokens = NUMBERS + [random_number(np.random.default_rng(k)) for k in range(2000)]
+    tokens = [t for t in tokens if np.isfinite(float(t))]
+    body = "\n".join(f"{t} 1:{t}" for t in tokens).encode()
+    X, y = parse_svmlight(body)
+    expected = np.array([float(t) for t in tokens])
+    np.testing.assert_array_equal(y.view(np.int64), expected.view(np.int64))
+    dense = X.toarray()[:, 0]
+    nonzero = expected != 0
+    np.testing.assert_array_equal(dense[nonzero].view(np.int64), expected[nonzero].view(np.int64))
+
+
+def test_svmlight_indices_are_exact_integers():
+    X, _ = parse_svmlight(b"1 9007199254740993:1", n_features=1 << 60)
+    assert X.indices.tolist() == [9007199254740992] and X.shape == (1, 1 << 60)
+    with pytest.raises(ValueError, match=r"body:2: feature index beyond"):
+        parse_svmlight(b"1 1:1\n1 99999999999999999999:1", source="body")
+    with pytest.raises(ValueError, match=r"not a svmlight row"):
+        parse_svmlight(b"1 99999999999999999999:1\n1 x", source="body")
+
+
+def test_svmlight_error_messages():
+    cases = {
+        b"1 1:1\n\n-1 2:x  # why\n": "body:3: not a svmlight row: '-1 2:x'",
+        b"1 1:1\r\n1 2:1\r\n\t1 \xe9:1 \r\n": "body:3: not a svmlight row: '1 \ufffd:1'",
+        b"1 1:nan": "body:1: not a svmlight row: '1 1:nan'",
+        b"1 1:1e999": "body: labels and values must be finite",
+        b"1 1:1\n# x\n2 2:1 0:1": "body: row 1: feature index 0; svmlight indices are 1-based",
+        b"1 " + b"1:1 " * 30 + b"x": "body:1: not a svmlight row: '1 " + "1:1 " * 14 + "1:'",
+    }
+    for body, message in cases.items():
+        with pytest.raises(ValueError) as error:
+            parse_svmlight(body, source="body")
+        assert str(error.value) == message
+        assert_same_as_reference(body)
+    with pytest.raises(ValueError, match="feature index 7 exceeds n_features=5"):
+        parse_svmlight(b"1 7:1", n_features=5, source="body")
 
 
 @needs_data
