@@ -15,10 +15,11 @@ from core import __version__
 from service.config import Settings, get_settings
 from service.deps import Components
 from service.errors import error_body, install_error_handlers
+from service.history import History
 from service.metrics import Metrics
 from service.middleware import BodyTooLarge, ServiceMiddleware
 from service.registry import PredictionCache, Registry
-from service.routes import feedback, health, models, predict, snapshots
+from service.routes import feedback, health, models, predict, snapshots, status
 from service.store import LocalStore, RedisStore
 from service.worker import SnapshotWorker
 
@@ -88,9 +89,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 worker.store_error,
             )
         worker.start()
+        app.state.history.start(registry)
         try:
             yield
         finally:
+            await app.state.history.stop()
             await worker.stop()
             store.close()
 
@@ -107,6 +110,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for router in (health.router, models.router, predict.router, feedback.router, snapshots.router):
         app.include_router(router)
+    app.include_router(status.router)
     app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
     app.state.metrics = metrics
+    # the status page's history (tests may swap it for one that samples faster)
+    app.state.history = History(metrics)
     return app
