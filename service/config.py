@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
 
+    #: Serve ``POST .../predict`` and ``.../feedback`` through ``service.fastpath`` (same
+    #: handlers and responses, without FastAPI's routing and dependency solving).
+    fast_path: bool = True
+    #: Most threads running request handlers (the app's pool, ``service.threads``).
+    handler_threads: int = Field(40, ge=1)
+
     #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
     #: predictions from published versions and appends feedback to the log; needs Redis) or
     #: ``learner`` (the single writer: consumes the log, learns, publishes versions).
@@ -63,6 +69,9 @@ class Settings(BaseSettings):
     #: Local log: ``batch`` fsyncs every appended request batch before acknowledging it;
     #: ``none`` leaves write-back to the OS (survives a process crash, not a power loss).
     log_fsync: Literal["batch", "none"] = "batch"
+    #: Local log: where segments covered by a snapshot are moved instead of being deleted
+    #: (the full labelled history). Unset: deleted.
+    log_archive_dir: Path | None = None
     #: Log records (request batches) since a model's last snapshot that trigger an early one.
     log_snapshot_records: int = Field(10_000, gt=0)
     #: Learner: seconds between publications of changed models to the api replicas.

@@ -19,7 +19,9 @@ Positions are consecutive integers from 1. Appends are written and, with the def
 ``fsync="batch"``, fsynced before ``append`` returns. A frame cut short by a crash (or with a
 bad checksum) ends the log: it was never acknowledged, and it is cut off when the log is
 opened. ``trim(position)`` starts a new segment and deletes the segments wholly at or before
-``position`` (called after a snapshot that includes it).
+``position`` (called after a snapshot that includes it), or moves them to an archive
+directory when one is configured (``LORENTZTRON_LOG_ARCHIVE_DIR``: the whole labelled
+history, e.g. for offline retraining).
 
 **Redis log** (when ``LORENTZTRON_REDIS_URL`` is set): one stream per model,
 ``{prefix}:model:{name}:log``, one entry per record (field ``r``), appended with ``XADD``;
@@ -205,11 +207,19 @@ class FileLog:
     (fsync every append, the default: acknowledged means on disk) or ``"none"`` (the OS
     writes back; survives a process crash, not a power loss)."""
 
-    def __init__(self, directory: str | os.PathLike, fsync: str = "batch"):
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        fsync: str = "batch",
+        archive: str | os.PathLike | None = None,
+    ):
         if fsync not in ("batch", "none"):
             raise ValueError(f"fsync must be 'batch' or 'none', got {fsync!r}")
         self.directory = Path(directory)
         self.fsync = fsync
+        #: where trimmed segments go instead of being deleted (the full labelled history,
+        #: e.g. for offline retraining); None: deleted
+        self.archive = None if archive is None else Path(archive)
         self._open: dict[str, _Segmented] = {}
 
     def _state(self, model: str) -> _Segmented:
@@ -267,7 +277,12 @@ class FileLog:
         segments = state.segments()
         for segment, following in zip(segments, segments[1:], strict=False):
             if int(following.stem) <= position + 1:
-                segment.unlink(missing_ok=True)
+                if self.archive is None:
+                    segment.unlink(missing_ok=True)
+                else:
+                    folder = self.archive / model
+                    folder.mkdir(parents=True, exist_ok=True)
+                    segment.replace(folder / segment.name)
 
     def delete(self, model: str) -> None:
         state = self._open.pop(model, None)

@@ -15,6 +15,7 @@ from core import __version__
 from service.config import Settings, get_settings
 from service.deps import Components
 from service.errors import error_body, install_error_handlers
+from service.feedback_log import FileLog, RedisLog
 from service.history import History
 from service.metrics import Metrics
 from service.middleware import BodyTooLarge, ServiceMiddleware
@@ -67,6 +68,20 @@ def make_store(settings: Settings):
     return LocalStore(settings.snapshot_dir)
 
 
+def make_log(settings: Settings, store):
+    """The feedback log beside the store: a Redis stream per model, or local segment files
+    (None when ``feedback_log`` is off)."""
+    if not settings.feedback_log:
+        return None
+    if isinstance(store, RedisStore):
+        return RedisLog(store.client, settings.redis_prefix)
+    return FileLog(
+        settings.log_dir or settings.snapshot_dir / ".log",
+        settings.log_fsync,
+        settings.log_archive_dir,
+    )
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     metrics = Metrics()
@@ -74,9 +89,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         store = make_store(settings)
+        journal = make_log(settings, store)
         registry = Registry(settings.max_models)
         cache = PredictionCache(settings.prediction_ttl, settings.prediction_cache_bytes)
-        worker = SnapshotWorker(registry, store, cache, metrics, settings)
+        worker = SnapshotWorker(registry, store, cache, metrics, settings, journal)
         components = Components(settings, registry, cache, metrics, worker)
         app.state.components = components
         await asyncio.to_thread(warm_up)
@@ -95,6 +111,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await app.state.history.stop()
             await worker.stop()
+            if journal is not None:
+                journal.close()
             store.close()
 
     app = FastAPI(

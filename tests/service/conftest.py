@@ -69,6 +69,13 @@ class RedisServer:
                 time.sleep(0.05)
         client.close()
 
+    def kill(self) -> None:
+        """SIGKILL: Redis keeps only what its append-only file has on disk."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()

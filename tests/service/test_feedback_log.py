@@ -156,3 +156,16 @@ def test_redis_log(redis_server):
             "m", records[0]
         )
     client.close()
+
+
+def test_file_log_archives_trimmed_segments(tmp_path):
+    journal = FileLog(tmp_path / "log", archive=tmp_path / "archive")
+    records = [encode_record(*batch(seed)) for seed in range(4)]
+    for record in records[:2]:
+        journal.append("m", record)
+    journal.trim("m", 2)
+    for record in records[2:]:
+        journal.append("m", record)
+    assert [p for p, _ in journal.read_after("m", None)] == [3, 4]
+    archived = FileLog(tmp_path / "archive")
+    assert [r for _, r in archived.read_after("m", None)] == records[:2]

@@ -1,0 +1,66 @@
+"""The service as a real subprocess (``python -m service.cli serve``) on a free port, for
+tests that kill it, restart it or run several of them (roles)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.service.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServiceProcess:
+    def __init__(self, env: dict[str, str], log_path: Path | None = None):
+        self.env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **env}
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 90.0) -> ServiceProcess:
+        port = free_port()
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            env=self.env,
+            cwd=ROOT,
+            stdout=output,
+            stderr=output,
+        )
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the service did not become ready (exit code {self.process.poll()})"
+                )
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook runs (no final snapshot, no flush)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
