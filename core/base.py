@@ -41,6 +41,7 @@ MODEL_MODULES = (
     "core.mofm",
     "core.multiclass",
     "core.averaging",
+    "core.separation",
 )
 
 
