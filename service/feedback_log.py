@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -132,6 +133,8 @@ class _Segmented:
 
     def __init__(self, folder: Path):
         self.folder = folder
+        #: appends (a request's thread) and trims (the worker's) of one model take turns
+        self.lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
         self.next_position = 1
         self.handle = None
@@ -183,7 +186,10 @@ def _scan(path: Path) -> tuple[list[int], int]:
 
 
 def _frames(path: Path) -> Iterator[tuple[int, memoryview]]:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:  # trimmed meanwhile: its records were all snapshotted
+        return
     offset = 0
     while offset + _FRAME.size <= len(data):
         length, crc, position = _FRAME.unpack_from(data, offset)
@@ -221,34 +227,40 @@ class FileLog:
         #: e.g. for offline retraining); None: deleted
         self.archive = None if archive is None else Path(archive)
         self._open: dict[str, _Segmented] = {}
+        self._lock = threading.Lock()
 
     def _state(self, model: str) -> _Segmented:
-        state = self._open.get(model)
-        if state is None:
-            state = self._open[model] = _Segmented(self.directory / model)
-        return state
+        with self._lock:
+            state = self._open.get(model)
+            if state is None:
+                state = self._open[model] = _Segmented(self.directory / model)
+            return state
 
     def append(self, model: str, record: bytes) -> int:
         try:
             state = self._state(model)
-            if state.handle is None:
-                state.open_segment()
-            position = state.next_position
-            body = struct.pack("<Q", position) + record
-            frame = struct.pack("<II", len(record), zlib.crc32(body)) + body
-            handle = state.handle
-            start = handle.tell()
-            try:
-                handle.write(frame)
-                handle.flush()
-                if self.fsync == "batch":
-                    os.fsync(handle.fileno())
-            except OSError:
-                # leave no partial frame behind: the next append must follow a whole record
-                handle.truncate(start)
-                raise
+            with state.lock:
+                return self._append(state, record)
         except OSError as error:
             raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+
+    def _append(self, state: _Segmented, record: bytes) -> int:
+        if state.handle is None:
+            state.open_segment()
+        position = state.next_position
+        body = struct.pack("<Q", position) + record
+        frame = struct.pack("<II", len(record), zlib.crc32(body)) + body
+        handle = state.handle
+        start = handle.tell()
+        try:
+            handle.write(frame)
+            handle.flush()
+            if self.fsync == "batch":
+                os.fsync(handle.fileno())
+        except OSError:
+            # leave no partial frame behind: the next append must follow a whole record
+            handle.truncate(start)
+            raise
         state.next_position = position + 1
         state.records += 1
         return position
@@ -256,9 +268,10 @@ class FileLog:
     def read_after(self, model: str, position: int | None) -> Iterator[tuple[int, bytes]]:
         after = position or 0
         state = self._state(model)
-        if state.handle is not None:
-            state.handle.flush()
-        segments = state.segments()
+        with state.lock:
+            if state.handle is not None:
+                state.handle.flush()
+            segments = state.segments()
         for i, segment in enumerate(segments):
             following = segments[i + 1] if i + 1 < len(segments) else None
             if following is not None and int(following.stem) <= after + 1:
@@ -272,22 +285,26 @@ class FileLog:
         if position is None:
             return
         state = self._state(model)
-        if state.handle is not None and state.next_position > int(Path(state.handle.name).stem):
-            state.open_segment()  # the current segment is closed off and can go when covered
-        segments = state.segments()
-        for segment, following in zip(segments, segments[1:], strict=False):
-            if int(following.stem) <= position + 1:
-                if self.archive is None:
-                    segment.unlink(missing_ok=True)
-                else:
-                    folder = self.archive / model
-                    folder.mkdir(parents=True, exist_ok=True)
-                    segment.replace(folder / segment.name)
+        with state.lock:
+            handle = state.handle
+            if handle is not None and state.next_position > int(Path(handle.name).stem):
+                state.open_segment()  # close off the current segment: it can go when covered
+            segments = state.segments()
+            for segment, following in zip(segments, segments[1:], strict=False):
+                if int(following.stem) <= position + 1:
+                    if self.archive is None:
+                        segment.unlink(missing_ok=True)
+                    else:
+                        folder = self.archive / model
+                        folder.mkdir(parents=True, exist_ok=True)
+                        segment.replace(folder / segment.name)
 
     def delete(self, model: str) -> None:
-        state = self._open.pop(model, None)
+        with self._lock:
+            state = self._open.pop(model, None)
         if state is not None and state.handle is not None:
-            state.handle.close()
+            with state.lock:
+                state.handle.close()
         folder = self.directory / model
         if folder.exists():
             for path in folder.iterdir():

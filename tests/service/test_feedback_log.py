@@ -169,3 +169,36 @@ def test_file_log_archives_trimmed_segments(tmp_path):
     assert [p for p, _ in journal.read_after("m", None)] == [3, 4]
     archived = FileLog(tmp_path / "archive")
     assert [r for _, r in archived.read_after("m", None)] == records[:2]
+
+
+def test_file_log_appends_and_trims_from_several_threads(tmp_path):
+    """Requests append while the worker trims: no append may meet a closed segment."""
+    import threading
+
+    journal = FileLog(tmp_path, fsync="none")
+    record = encode_record(*batch(0))
+    errors, last = [], [0]
+
+    def append():
+        for _ in range(1500):
+            try:
+                last[0] = journal.append("m", record)
+            except Exception as error:
+                errors.append(error)
+
+    def trim():
+        for _ in range(200):
+            try:
+                journal.trim("m", last[0])
+                list(journal.read_after("m", last[0]))
+            except Exception as error:
+                errors.append(error)
+
+    threads = [threading.Thread(target=f) for f in (append, append, trim)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    positions = [p for p, _ in journal.read_after("m", None)]
+    assert positions == list(range(positions[0], 3001))
