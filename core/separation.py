@@ -527,8 +527,10 @@ class EllipsoidPerceptron(_Separator):
 
         It holds the score of every weight vector ``v`` with ``|v| <= 1`` that classifies every
         learned mistake correctly, in particular of every unit-norm separator of the stream:
-        ``w_t . z/|z| -+ radius_ |B_t^T z / |z||``. When it excludes 0 all those separators
-        agree on the label. A guarantee, not a probability; it only shrinks with updates.
+        ``w_t . z/|z| -+ radius_ |B_t^T z / |z||``. A guarantee, not a probability. ``v = 0``
+        is consistent with everything, so the interval always reaches 0; the more one-sided it
+        is (``score / half-width`` near +-1, with ``|score| <= half-width``), the more the
+        consistent separators agree on the label. Its width shrinks as the ellipsoid does.
         """
         indices, values = self._row(x)
         score, half = _ellipsoid_interval(
