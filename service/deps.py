@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -25,6 +26,8 @@ class Components:
     metrics: Metrics
     worker: SnapshotWorker
     warm: bool = False
+    #: the thread pool of the request handlers (``service.threads``; None: the loop's default)
+    executor: Executor | None = None
 
 
 async def components(request: Request) -> Components:
@@ -34,9 +37,9 @@ async def components(request: Request) -> Components:
 App = Annotated[Components, Depends(components)]
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+def bearer_token(authorization: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value (None otherwise)."""
+    scheme, _, token = authorization.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
@@ -48,11 +51,13 @@ def _matches(token: str, keys: list[str]) -> bool:
     return found
 
 
-async def require_write(request: Request, app: App) -> None:
-    keys = app.settings.write_keys
+def check_write(settings: Settings, authorization: str) -> None:
+    """Raise APIError 401/403 unless the Authorization header value carries a write key
+    (nothing to check when no write keys are configured)."""
+    keys = settings.write_keys
     if not keys:
         return
-    token = _bearer(request)
+    token = bearer_token(authorization)
     if token is None:
         raise APIError(
             401, "unauthorized", "this endpoint needs a write key (Authorization: Bearer <key>)"
@@ -61,17 +66,27 @@ async def require_write(request: Request, app: App) -> None:
         raise APIError(403, "forbidden", "the key is not allowed to write")
 
 
-async def require_read(request: Request, app: App) -> None:
-    keys = app.settings.read_keys
+def check_read(settings: Settings, authorization: str) -> None:
+    """Raise APIError 401/403 unless the header value carries a read or a write key
+    (nothing to check when no read keys are configured)."""
+    keys = settings.read_keys
     if not keys:
         return
-    token = _bearer(request)
+    token = bearer_token(authorization)
     if token is None:
         raise APIError(
             401, "unauthorized", "this endpoint needs a read key (Authorization: Bearer <key>)"
         )
-    if not (_matches(token, keys) or _matches(token, app.settings.write_keys)):
+    if not (_matches(token, keys) or _matches(token, settings.write_keys)):
         raise APIError(403, "forbidden", "the key is not allowed to read")
+
+
+async def require_write(request: Request, app: App) -> None:
+    check_write(app.settings, request.headers.get("authorization", ""))
+
+
+async def require_read(request: Request, app: App) -> None:
+    check_read(app.settings, request.headers.get("authorization", ""))
 
 
 Write = Depends(require_write)

@@ -8,20 +8,22 @@ import logging
 from contextlib import asynccontextmanager
 
 import numpy as np
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from core import __version__
 from service.config import Settings, get_settings
 from service.deps import Components
-from service.errors import error_body, install_error_handlers
+from service.errors import install_error_handlers
+from service.fastpath import FastPath
 from service.feedback_log import FileLog, RedisLog
 from service.history import History
 from service.metrics import Metrics
-from service.middleware import BodyTooLarge, ServiceMiddleware
+from service.middleware import ServiceMiddleware
 from service.registry import PredictionCache, Registry
+from service.roles import Learner, Replica
 from service.routes import feedback, health, models, predict, snapshots, status
 from service.store import LocalStore, RedisStore
+from service.threads import make_executor
 from service.worker import SnapshotWorker
 
 log = logging.getLogger("lorentztron")
@@ -82,8 +84,27 @@ def make_log(settings: Settings, store):
     )
 
 
+def check_role(settings: Settings) -> None:
+    """The api and learner roles share the log, snapshots and notifications through Redis."""
+    if settings.role != "all" and not (settings.redis_url and settings.feedback_log):
+        raise ValueError(
+            f"LORENTZTRON_ROLE={settings.role} needs LORENTZTRON_REDIS_URL and the feedback "
+            "log (LORENTZTRON_FEEDBACK_LOG=true)"
+        )
+
+
+def start_role(worker: SnapshotWorker, settings: Settings):
+    """The learner's consumer/publisher or the api replica's loader (None for ``all``)."""
+    if settings.role == "all":
+        return None
+    loop = Learner(worker, settings) if settings.role == "learner" else Replica(worker, settings)
+    loop.start()
+    return loop
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    check_role(settings)
     metrics = Metrics()
 
     @asynccontextmanager
@@ -93,7 +114,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         registry = Registry(settings.max_models)
         cache = PredictionCache(settings.prediction_ttl, settings.prediction_cache_bytes)
         worker = SnapshotWorker(registry, store, cache, metrics, settings, journal)
-        components = Components(settings, registry, cache, metrics, worker)
+        executor = make_executor(settings.handler_threads)
+        components = Components(settings, registry, cache, metrics, worker, executor=executor)
         app.state.components = components
         await asyncio.to_thread(warm_up)
         components.warm = True
@@ -105,10 +127,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 worker.store_error,
             )
         worker.start()
+        role_loop = start_role(worker, settings)
         app.state.history.start(registry)
         try:
             yield
         finally:
+            if role_loop is not None:
+                await asyncio.to_thread(role_loop.stop)
+            await asyncio.to_thread(executor.shutdown)  # in-flight handlers finish
             await app.state.history.stop()
             await worker.stop()
             if journal is not None:
@@ -120,15 +146,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
 
-    @app.exception_handler(BodyTooLarge)
-    async def _too_large(request: Request, error: BodyTooLarge):
-        return JSONResponse(
-            error_body("payload_too_large", str(error), {"limit": error.limit}), 413
-        )
-
     for router in (health.router, models.router, predict.router, feedback.router, snapshots.router):
         app.include_router(router)
     app.include_router(status.router)
+    if settings.fast_path:  # inside ServiceMiddleware, in front of FastAPI's router
+        app.add_middleware(FastPath)
     app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
     app.state.metrics = metrics
     # the status page's history (tests may swap it for one that samples faster)

@@ -1,4 +1,5 @@
-"""ASGI middleware: request ids, body-size limit, latency metrics and structured access logs."""
+"""ASGI middleware: request ids, body-size limit, latency metrics, structured access logs
+and the JSON 500 of unexpected errors."""
 
 from __future__ import annotations
 
@@ -7,24 +8,20 @@ import logging
 import time
 import uuid
 
-from service.errors import error_body
+from service.errors import BodyTooLarge, error_body, internal_error
+
+__all__ = ["BodyTooLarge", "ServiceMiddleware"]
 
 log = logging.getLogger("lorentztron.access")
-
-
-class BodyTooLarge(Exception):
-    """Raised from ``receive`` when a streamed body passes the limit (handled as 413)."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"request body larger than {limit} bytes")
-        self.limit = limit
+errors_log = logging.getLogger("lorentztron")
 
 
 class ServiceMiddleware:
     """One pass over every HTTP request: assigns ``X-Request-ID`` (or keeps the client's),
     refuses bodies over ``max_body_bytes`` (413, from Content-Length up front or while
     streaming), counts requests and observes latency by route template, and logs one JSON
-    line per request (never the Authorization header)."""
+    line per request (never the Authorization header). An exception that nothing handled
+    is logged with its traceback and answered with a JSON 500 (``internal_error``)."""
 
     def __init__(self, app, metrics, max_body_bytes: int):
         self.app = app
@@ -44,6 +41,7 @@ class ServiceMiddleware:
         async def send_with_id(message):
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                status["started"] = True
                 message.setdefault("headers", []).append(
                     (b"x-request-id", request_id.encode("latin-1"))
                 )
@@ -72,7 +70,19 @@ class ServiceMiddleware:
                         raise BodyTooLarge(self.limit)
                 return message
 
-            await self.app(scope, limited_receive, send_with_id)
+            try:
+                await self.app(scope, limited_receive, send_with_id)
+            except Exception:
+                errors_log.exception(
+                    "unexpected error in %s %s (request %s)",
+                    scope["method"],
+                    scope["path"],
+                    request_id,
+                )
+                if "started" in status:
+                    raise  # the response is under way: nothing to answer
+                status["code"], body, _ = internal_error()
+                await _send_json(send_with_id, status["code"], body)
         elapsed = time.perf_counter() - started
         route = scope.get("route")
         endpoint = getattr(route, "path", "unmatched")

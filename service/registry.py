@@ -392,11 +392,12 @@ class LiveModel:
             return self._learn(batch, targets)
 
     def _append(self, record: bytes) -> None:
-        """Append one record (writer lock held); APIError 503 if the log refuses it."""
+        """Append one record (writer lock held); APIError 503 if the log refuses it. The
+        position moves only when this process learns the record (not in ``log_only``)."""
         try:
-            if self._log_uncertain:
+            if self._log_uncertain and not self.log_only:
                 self._catch_up()
-            self.log_position = self.journal.append(self.name, record)
+            position = self.journal.append(self.name, record)
         except LogUnavailable as error:
             self._log_uncertain = True
             self.log_failures += 1
@@ -405,7 +406,9 @@ class LiveModel:
                 "log_unavailable",
                 f"feedback refused, nothing was learned: {error}",
             ) from None
-        self.records_since_snapshot += 1
+        if not self.log_only:
+            self.log_position = position
+            self.records_since_snapshot += 1
 
     def _catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may
@@ -430,11 +433,10 @@ class LiveModel:
             batch, targets, _ = decode_record(record)
         except LogCorrupt as error:
             raise LogUnavailable(f"log record {position} of {self.name}: {error}") from None
-        if not self.log_only:
-            try:
-                self._learn(batch, targets)
-            except ValueError as error:  # refused live too (e.g. a float64 overflow)
-                log.warning("replay of %s: record %s refused: %s", self.name, position, error)
+        try:
+            self._learn(batch, targets)
+        except ValueError as error:  # refused live too (e.g. a float64 overflow)
+            log.warning("replay of %s: record %s refused: %s", self.name, position, error)
         self.log_position = position
         self.records_since_snapshot += 1
 

@@ -172,6 +172,11 @@ class FeedbackResponse(BaseModel):
     learned: int
     aggressive: int
     results: list[FeedbackResult] | None = Field(None, description="Per example (JSON bodies).")
+    logged: int | None = Field(
+        None,
+        description="`api` role only: examples appended to the durable log for the learner "
+        "(nothing is learned by this process, so `learned` is 0 and `results` null).",
+    )
 
 
 class ProgressiveMetrics(BaseModel):

@@ -22,6 +22,7 @@ same way: a crash leaves either the old or the new snapshot, never half of one.
     {prefix}:model:{name}:versions          sorted set: member v, score v
     {prefix}:model:{name}:latest            the latest version, as a decimal string
     {prefix}:model:{name}:log               stream: the feedback log (service/feedback_log.py)
+    {prefix}:published                      pub/sub channel: "<model> <version>" per publication
 
 A snapshot's blob, its entry in ``versions``, the ``latest`` pointer and the pruning of old
 versions are written in one MULTI/EXEC transaction.
@@ -262,6 +263,15 @@ class RedisStore:
         if blob is None:
             raise SnapshotError(f"no snapshot {version} of {model!r}")
         return blob
+
+    def latest(self, model: str) -> int | None:
+        """The latest version's number (one GET), None without snapshots."""
+        latest = self.client.get(self._key(model, "latest"))
+        return None if latest is None else int(latest)
+
+    def publish(self, model: str, version: int) -> None:
+        """Tell api replicas that a version was published (``{prefix}:published``)."""
+        self.client.publish(f"{self.prefix}:published", f"{model} {version}")
 
     def versions(self, model: str) -> list[SnapshotMeta]:
         metas = []

@@ -45,6 +45,8 @@ class SnapshotWorker:
         self._save_lock = threading.Lock()
         self._task: asyncio.Task | None = None
         self._norms_due = 0.0
+        #: the api role serves published versions and never writes a snapshot
+        self.writes_snapshots = settings.role != "api"
 
     # -- store health ----------------------------------------------------------------------
     def check_store(self) -> bool:
@@ -59,41 +61,57 @@ class SnapshotWorker:
 
     # -- restore -----------------------------------------------------------------------------
     def restore_all(self) -> None:
-        """Load every model's latest snapshot (start-up). Raises if the store is unreachable."""
+        """Load every model's latest snapshot and replay its log after it (start-up; the
+        ``api`` role loads the published version only). Raises if the store is unreachable."""
         for name in self.store.models():
-            try:
-                blob = self.store.load(name)
-                header, state = decode(blob)
-                spec = CreateModel.model_validate(header["spec"])
-                estimator = build_estimator(
-                    spec, self.settings.averaging_interval, self.settings.max_model_floats
-                )
-                live = LiveModel(
-                    name=name,
-                    spec=spec,
-                    estimator=estimator,
-                    metrics_window=self.settings.metrics_window,
-                    journal=self.journal,
-                )
-                live.restore(state, version=header["version"])
-                live.created_at = header.get("created_at", live.created_at)
-                live.last_snapshot_version = header["version"]
-                live.last_snapshot_at = header["created_at"]
-                live.log_position = header.get("log_position")
-                replayed = self.replay(live)
-                live.records_since_snapshot = replayed
-                self.registry.add(live)
-                self.metrics.track_model(live)
-                log.info(
-                    "restored model %s at version %d (snapshot %d + %d log records)",
-                    name,
-                    live.version,
-                    header["version"],
-                    replayed,
-                )
-            except (SnapshotError, APIError, ValueError, KeyError) as error:
-                log.error("could not restore model %s: %s", name, error)
+            self._restore(name)
         self.restored = True
+
+    def discover_models(self) -> None:
+        """Roles: add the models another process created, drop those it deleted."""
+        names = set(self.store.models())
+        for name in names - set(self.registry.names()):
+            self._restore(name)
+        for name in set(self.registry.names()) - names:
+            live = self.registry.remove(name)
+            self.cache.forget_model(live.uid)
+            self.metrics.forget_model(name)
+            log.info("model %s was deleted elsewhere", name)
+
+    def _restore(self, name: str) -> None:
+        try:
+            blob = self.store.load(name)
+            header, state = decode(blob)
+            spec = CreateModel.model_validate(header["spec"])
+            estimator = build_estimator(
+                spec, self.settings.averaging_interval, self.settings.max_model_floats
+            )
+            live = LiveModel(
+                name=name,
+                spec=spec,
+                estimator=estimator,
+                metrics_window=self.settings.metrics_window,
+                journal=self.journal,
+                log_only=self.settings.role != "all",
+            )
+            live.restore(state, version=header["version"])
+            live.created_at = header.get("created_at", live.created_at)
+            live.last_snapshot_version = header["version"]
+            live.last_snapshot_at = header["created_at"]
+            live.log_position = header.get("log_position")
+            replayed = self.replay(live) if self.settings.role != "api" else 0
+            live.records_since_snapshot = replayed
+            self.registry.add(live)
+            self.metrics.track_model(live)
+            log.info(
+                "restored model %s at version %d (snapshot %d + %d log records)",
+                name,
+                live.version,
+                header["version"],
+                replayed,
+            )
+        except (SnapshotError, APIError, ValueError, KeyError) as error:
+            log.error("could not restore model %s: %s", name, error)
 
     def replay(self, live: LiveModel) -> int:
         """Learn the log records after the model's position (start-up recovery)."""
@@ -110,6 +128,7 @@ class SnapshotWorker:
         by a deleted model of the same name and write snapshot 0 (raises if the store or
         the log is unavailable)."""
         live.journal = self.journal
+        live.log_only = self.settings.role != "all"
         with live.lock.write():
             if self.journal is not None:
                 self.journal.delete(live.name)
@@ -250,6 +269,9 @@ class SnapshotWorker:
                         await asyncio.to_thread(self.restore_all)
                     continue
                 self.cache.sweep()
+                if not self.writes_snapshots:  # api replicas never write snapshots
+                    await asyncio.to_thread(self.refresh_gauges)
+                    continue
                 due = (
                     time.monotonic() >= next_snapshot
                     or any(t <= time.monotonic() for t in self._retry_at.values())
@@ -276,5 +298,5 @@ class SnapshotWorker:
                 await self._task
             except asyncio.CancelledError:
                 pass
-        if self.restored:
+        if self.restored and self.writes_snapshots:
             await asyncio.to_thread(self.snapshot_due, True)

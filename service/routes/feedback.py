@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -15,6 +14,7 @@ from service.deps import App, Components, Write
 from service.errors import APIError
 from service.registry import LiveModel, instance_row
 from service.schemas import Example, FeedbackRequest, FeedbackResponse
+from service.threads import run_sync
 
 router = APIRouter(prefix="/v1/models", tags=["feedback"])
 
@@ -51,19 +51,20 @@ async def feedback(name: str, request: Request, app: App) -> JSONResponse:
     """Learn from labelled examples (scored before learning: progressive validation)."""
     live = app.registry.get(name)
     body = await request.body()
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    handler = (
-        _json_feedback
-        if content_type in JSON_TYPES
-        else _ndjson_feedback
-        if content_type in NDJSON_TYPES
-        else _svmlight_feedback
-        if content_type in SVMLIGHT_TYPES
-        else None
-    )
-    if handler is not None:
-        # built here and already valid: returned as is, not re-validated
-        return JSONResponse(await run_in_threadpool(handler, app, live, body))
+    handler = handler_for(request.headers.get("content-type", ""))
+    # built here and already valid: returned as is, not re-validated
+    return JSONResponse(await run_sync(app.executor, handler, app, live, body))
+
+
+def handler_for(content_type: str):
+    """The handler of a body with this Content-Type header value (415 if none)."""
+    content_type = content_type.split(";")[0].strip().lower()
+    if content_type in JSON_TYPES:
+        return _json_feedback
+    if content_type in NDJSON_TYPES:
+        return _ndjson_feedback
+    if content_type in SVMLIGHT_TYPES:
+        return _svmlight_feedback
     raise APIError(
         415,
         "unsupported_media_type",
@@ -167,6 +168,16 @@ def _svmlight_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
 
 
 def _response(app: Components, live: LiveModel, result: dict, n: int, with_results: bool) -> dict:
+    if "logged" in result:  # api role: durable in the log, learned by the learner
+        app.metrics.feedback.labels(live.name).inc(n)
+        return {
+            "model": live.name,
+            "version": result["version"],
+            "learned": 0,
+            "aggressive": 0,
+            "results": None,
+            "logged": n,
+        }
     app.metrics.feedback.labels(live.name).inc(n)
     app.metrics.updates.labels(live.name, "aggressive").inc(result["n_aggressive"])
     app.metrics.updates.labels(live.name, "passive").inc(n - result["n_aggressive"])

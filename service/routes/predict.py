@@ -3,13 +3,13 @@
 from typing import Literal
 
 from fastapi import APIRouter
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from service.deps import App, Components, Read
 from service.errors import APIError
 from service.registry import instance_row
 from service.schemas import PredictRequest, PredictResponse
+from service.threads import run_sync
 
 router = APIRouter(prefix="/v1/models", tags=["predict"])
 
@@ -21,7 +21,7 @@ async def predict(
     """Label, score and prediction id per instance, from the live or time-averaged model."""
     # one trip to the thread pool for the whole request (validation, kernels, ids); the
     # response is built here, already valid, so FastAPI does not re-validate it
-    return JSONResponse(await run_in_threadpool(_predict, app, name, body, variant))
+    return JSONResponse(await run_sync(app.executor, _predict, app, name, body, variant))
 
 
 def _predict(app: Components, name: str, body: PredictRequest, variant: str) -> dict:

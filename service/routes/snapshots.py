@@ -3,7 +3,7 @@
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
-from service.deps import App, Read, Write
+from service.deps import App, Components, Read, Write
 from service.errors import APIError
 from service.schemas import ModelInfo, SnapshotInfo, SnapshotList
 from service.store import SnapshotError, decode
@@ -17,6 +17,7 @@ router = APIRouter(prefix="/v1/models", tags=["snapshots"])
 async def take_snapshot(name: str, app: App) -> dict:
     """Write a snapshot of the model now (its live and time-averaged states)."""
     live = app.registry.get(name)
+    _writer_only(app)
     try:
         meta = await run_in_threadpool(app.worker.snapshot, live, True)
     except Exception as error:
@@ -60,6 +61,7 @@ def restore_snapshot(name: str, version: int, app: App) -> dict:
     """Replace the model's state by a snapshot's; the model's version moves on by one, and
     the restored state is written as the newest snapshot before the response."""
     live = app.registry.get(name)
+    _writer_only(app)
     try:
         blob = app.worker.store.load(name, version)
         header, state = decode(blob)
@@ -87,3 +89,12 @@ def restore_snapshot(name: str, version: int, app: App) -> dict:
             f"is unchanged: {error}",
         ) from None
     return live.info()
+
+
+def _writer_only(app: Components) -> None:
+    if not app.worker.writes_snapshots:
+        raise APIError(
+            409,
+            "wrong_role",
+            "this api replica serves published versions; snapshot and restore on the learner",
+        )

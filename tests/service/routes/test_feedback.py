@@ -8,6 +8,12 @@ from core.multiclass import OneVsOne
 from tests.service.conftest import create
 
 
+@pytest.fixture(params=[True, False], ids=["fast_path", "fastapi_routes"])
+def settings(settings, request):
+    """Every test here runs with the fast path of service.fastpath and without it."""
+    return settings.model_copy(update={"fast_path": request.param})
+
+
 def digest(client, name="m"):
     return state_digest(client.app.state.components.registry.get(name).estimator.get_state())
 
@@ -242,15 +248,12 @@ def test_svmlight_and_ndjson_bulk(client):
     assert response.json()["error"]["code"] == "unsupported_media_type"
 
 
-def test_oversized_bodies_are_refused(tmp_path):
+def test_oversized_bodies_are_refused(settings):
     from fastapi.testclient import TestClient
 
-    from service.config import Settings
     from service.main import create_app
 
-    settings = Settings(
-        snapshot_dir=tmp_path, snapshot_interval=3600, max_body_bytes=1000, max_batch=5
-    )
+    settings = settings.model_copy(update={"max_body_bytes": 1000, "max_batch": 5})
     with TestClient(create_app(settings)) as client:
         create(client)
         big = {"examples": [{"x": [1.0, 2.0, 3.0], "label": 1}] * 100}

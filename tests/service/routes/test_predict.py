@@ -1,6 +1,13 @@
 import numpy as np
+import pytest
 
 from tests.service.conftest import create
+
+
+@pytest.fixture(params=[True, False], ids=["fast_path", "fastapi_routes"])
+def settings(settings, request):
+    """Every test here runs with the fast path of service.fastpath and without it."""
+    return settings.model_copy(update={"fast_path": request.param})
 
 
 def test_live_and_averaged_variants(client):

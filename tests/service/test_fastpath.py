@@ -1,0 +1,282 @@
+"""The fast path of the hot endpoints answers exactly as FastAPI's routes: the same
+requests sent to an app with the fast path and to one without give the same status, body
+(prediction ids aside) and headers, and the same metrics labels."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.config import Settings
+from service.fastpath import FastPath, is_json_content_type
+from service.main import create_app
+from service.routes import predict as predict_route
+from tests.service.conftest import create
+
+JSON = {"content-type": "application/json"}
+SVMLIGHT = {"content-type": "text/x-svmlight"}
+NDJSON = {"content-type": "application/x-ndjson"}
+INSTANCE = {"instances": [{"x": [1.0, 2.0, 3.0]}]}
+
+
+def make_clients(tmp_path, **overrides):
+    clients = []
+    for fast in (True, False):
+        settings = Settings(
+            snapshot_dir=tmp_path / f"snapshots-{fast}", snapshot_interval=3600, fast_path=fast
+        ).model_copy(update=overrides)
+        clients.append(TestClient(create_app(settings), follow_redirects=False))
+    return clients
+
+
+def outcome(response) -> tuple:
+    text = re.sub(r'"prediction_id":"[0-9a-f]{32}"', '"prediction_id":"*"', response.text)
+    text = re.sub(r'"created_at":[0-9.e+]+', '"created_at":"*"', text)
+    headers = {
+        key: value
+        for key, value in response.headers.items()
+        if key not in {"x-request-id", "date", "content-length"}
+    }
+    return response.status_code, text, headers
+
+
+def same(fast: TestClient, slow: TestClient, method: str, path: str, **kwargs) -> tuple:
+    """Send the request to both apps (a callable ``content`` makes each its body)."""
+    answers = []
+    for client in (fast, slow):
+        content = kwargs.get("content")
+        sent = kwargs | ({"content": content()} if callable(content) else {})
+        answers.append(outcome(client.request(method, path, **sent)))
+    assert answers[0] == answers[1], (method, path, kwargs)
+    return answers[0]
+
+
+def request_lines(client: TestClient) -> list[str]:
+    return sorted(
+        re.sub(r" [0-9.e+]+$", "", line)
+        for line in client.get("/metrics").text.splitlines()
+        if line.startswith(("lorentztron_http_requests_total{", "lorentztron_requests_total{"))
+    )
+
+
+@pytest.fixture
+def pair(tmp_path):
+    fast, slow = make_clients(tmp_path)
+    with fast, slow:
+        yield fast, slow
+
+
+def test_the_fast_path_serves_the_hot_endpoints_only_when_enabled(pair, monkeypatch):
+    fast, slow = pair
+    assert any(m.cls is FastPath for m in fast.app.user_middleware)
+    assert not any(m.cls is FastPath for m in slow.app.user_middleware)
+    served = []
+    original = FastPath._serve
+
+    async def spy(self, scope, receive, send, name, action):
+        served.append((name, action))
+        await original(self, scope, receive, send, name, action)
+
+    monkeypatch.setattr(FastPath, "_serve", spy)
+    for client in pair:
+        create(client)
+        client.post("/v1/models/m/predict", json=INSTANCE)
+        client.post("/v1/models/m/feedback", json={"examples": [{"x": [1, 2, 3], "label": 1}]})
+        client.get("/v1/models/m")
+    assert served == [("m", "predict"), ("m", "feedback")]
+
+
+def test_predict_answers_like_fastapi(pair):
+    fast, slow = pair
+    for client in pair:
+        create(client, averaging={"interval": 2}, params={"rank": 2, "seed": 0})
+        create(client, name="r", kind="pqr", params={"task": "regression"})
+    cases = [
+        ("/v1/models/m/predict", dict(json=INSTANCE)),
+        ("/v1/models/m/predict?variant=averaged", dict(json=INSTANCE)),
+        ("/v1/models/m/predict?variant=live&variant=averaged", dict(json=INSTANCE)),
+        ("/v1/models/r/predict?variant=averaged", dict(json=INSTANCE)),
+        ("/v1/models/m/predict?variant=best", dict(json=INSTANCE)),
+        ("/v1/models/m/predict?variant=", dict(json=INSTANCE)),
+        ("/v1/models/m/predict?variant=best", dict(json={"instances": "no"})),
+        ("/v1/models/m/predict?other=1", dict(json=INSTANCE)),
+        ("/v1/models/m/predict", dict(json={"instances": []})),
+        ("/v1/models/m/predict", dict(json={})),
+        ("/v1/models/m/predict", dict(json=[1, 2])),
+        ("/v1/models/m/predict", dict(json={"instances": [{"x": [1, 2]}]})),
+        ("/v1/models/m/predict", dict(json={"instances": [{"indices": [7], "values": [1]}]})),
+        ("/v1/models/m/predict", dict(json={"instances": [{}]})),
+        ("/v1/models/m/predict", dict(json={"instances": [{"features": {"a": "b", "c": 2}}]})),
+        ("/v1/models/m/predict", dict(content=b'{"instances": [{"x": [NaN, 1]}]}', headers=JSON)),
+        ("/v1/models/m/predict", dict(content=b'{"instances": [', headers=JSON)),
+        ("/v1/models/m/predict", dict(content=b"", headers=JSON)),
+        ("/v1/models/m/predict", dict(content=b"\xff\xfe{", headers=JSON)),
+        ("/v1/models/m/predict", dict(content=b'{"instances": [{"x": [1, 2, 3]}]}')),
+        ("/v1/models/m/predict", dict(content=b'{"instances": []}', headers=SVMLIGHT)),
+        (
+            "/v1/models/m/predict",
+            dict(
+                content=b'{"instances": [{"x": [1, 2, 3]}]}',
+                headers={"content-type": "application/vnd.lorentztron+json; charset=utf-8"},
+            ),
+        ),
+        ("/v1/models/none/predict", dict(json=INSTANCE)),
+        ("/v1/models/m%2Fx/predict", dict(json=INSTANCE)),
+        ("/v1/models/m/predict/", dict(json=INSTANCE)),
+        ("/v1/models//predict", dict(json=INSTANCE)),
+    ]  # fmt: skip
+    for path, kwargs in cases:
+        same(fast, slow, "POST", path, **kwargs)
+    assert same(fast, slow, "GET", "/v1/models/m/predict")[0] == 405
+    assert same(fast, slow, "POST", "/v1/models/m/predict", json=INSTANCE)[0] == 200
+    assert request_lines(fast) == request_lines(slow)
+    assert 'endpoint="/v1/models/{name}/predict"' in "".join(request_lines(fast))
+
+
+def test_feedback_answers_like_fastapi(pair):
+    fast, slow = pair
+    for client in pair:
+        create(client, n_features=4, params={"rank": 2, "seed": 1}, classes=["a", "b", "c"])
+    example = {"x": [1, 0, 0, 2], "label": "b"}
+    cases = [
+        dict(json={"examples": [example]}),
+        dict(json={"examples": [example, {"indices": [1], "values": [2.0], "label": "c"}]}),
+        dict(json={"examples": [{"x": [1, 0], "label": "a"}]}),
+        dict(json={"examples": [{"x": [1, 0, 0, 1], "label": "z"}]}),
+        dict(json={"examples": [{"prediction_id": "nope", "label": "a"}]}),
+        dict(json={"examples": []}),
+        dict(json={}),
+        dict(content=b'{"examples": [', headers=JSON),
+        dict(content=b"", headers=JSON),
+        dict(content=b'{"examples": [{"x": [1, 0, 0, 2], "label": "a"}]}'),
+        dict(content=b'{"x": [1, 0, 0, 2], "label": "a"}\n', headers=NDJSON),
+        dict(content=b'{"x": [1]}\n', headers=NDJSON),
+        dict(content=b"", headers=NDJSON),
+        dict(content=b"1 1:0.5 4:1\n", headers=SVMLIGHT),
+        dict(content=b"1 1:0.5 4:1\n", headers={"content-type": "text/plain; charset=ascii"}),
+        dict(content=b"7 1:0.5\n", headers=SVMLIGHT),
+        dict(content=b"1 1:0.5 9:1\n", headers=SVMLIGHT),
+        dict(content=b"1 1:nan\n", headers=SVMLIGHT),
+        dict(content=b"x", headers={"content-type": "application/xml"}),
+        dict(content=b"x", headers={"content-type": "APPLICATION/JSON; charset=utf-8"}),
+    ]  # fmt: skip
+    for kwargs in cases:
+        same(fast, slow, "POST", "/v1/models/m/feedback", **kwargs)
+    same(fast, slow, "POST", "/v1/models/none/feedback", json={"examples": [example]})
+    same(
+        fast,
+        slow,
+        "POST",
+        "/v1/models/none/feedback",
+        content=b"x",
+        headers={"content-type": "a/b"},
+    )
+    # feedback by prediction id: each app answers its own ids
+    for client in pair:
+        pid = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 1, 1, 1]}]})
+        pid = pid.json()["predictions"][0]["prediction_id"]
+        body = {"examples": [{"prediction_id": pid, "label": "c"}]}
+        assert client.post("/v1/models/m/feedback", json=body).status_code == 200
+    assert same(fast, slow, "GET", "/v1/models/m")[0] == 200  # same counters and metrics
+    assert request_lines(fast) == request_lines(slow)
+
+
+def test_auth_answers_like_fastapi(tmp_path):
+    fast, slow = make_clients(tmp_path, write_keys=["w1", "w2"], read_keys=["r1"])
+    with fast, slow:
+        for client in (fast, slow):
+            create_body = {"name": "m", "kind": "dos", "input": {"n_features": 3}}
+            response = client.post(
+                "/v1/models", json=create_body, headers={"authorization": "Bearer w1"}
+            )
+            assert response.status_code == 201
+        keys = [None, "Bearer r1", "Bearer w2", "Bearer nope", "bearer  w1 ", "Basic w1", "Bearer"]
+        for key in keys:
+            headers = {} if key is None else {"authorization": key}
+            for body in (INSTANCE, {"instances": []}):
+                same(fast, slow, "POST", "/v1/models/m/predict", json=body, headers=headers)
+            # the body is parsed before the key is checked, as FastAPI does for body params
+            same(
+                fast,
+                slow,
+                "POST",
+                "/v1/models/m/predict?variant=x",
+                content=b"{",
+                headers=headers | JSON,
+            )
+            for body in ({"examples": [{"x": [1, 2, 3], "label": 1}]}, {"examples": []}):
+                same(fast, slow, "POST", "/v1/models/m/feedback", json=body, headers=headers)
+            same(fast, slow, "POST", "/v1/models/none/feedback", json={}, headers=headers)
+        answer = same(fast, slow, "POST", "/v1/models/m/predict", json=INSTANCE)
+        assert answer[0] == 401 and answer[2]["www-authenticate"] == "Bearer"
+
+
+def test_oversized_bodies_answer_like_fastapi(tmp_path):
+    fast, slow = make_clients(tmp_path, max_body_bytes=200)
+    with fast, slow:
+        for client in (fast, slow):
+            create(client)
+
+        def chunks():
+            yield b'{"instances": ['
+            for _ in range(20):
+                yield b'{"x": [1, 2, 3]},'
+            yield b'{"x": [1, 2, 3]}]}'
+
+        for path in ("/v1/models/m/predict", "/v1/models/m/feedback"):
+            answer = same(fast, slow, "POST", path, content=chunks, headers=JSON)
+            assert answer[0] == 413 and '"payload_too_large"' in answer[1]
+            big = {"instances": [{"x": [1, 2, 3]}] * 20}
+            assert same(fast, slow, "POST", path, json=big)[0] == 413
+
+
+def test_unexpected_errors_are_a_logged_json_500(pair, monkeypatch, caplog):
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    for client in pair:
+        create(client)
+    monkeypatch.setattr(predict_route, "_predict", broken)
+    with caplog.at_level(logging.ERROR, logger="lorentztron"):
+        answer = same(*pair, "POST", "/v1/models/m/predict", json=INSTANCE)
+    assert answer[0] == 500 and '"internal_error"' in answer[1]
+    assert sum("boom" in (r.exc_text or "") for r in caplog.records) == 2
+    assert request_lines(pair[0]) == request_lines(pair[1])
+
+
+def test_openapi_is_the_same_with_and_without_the_fast_path(pair):
+    fast, slow = pair
+    spec = fast.get("/openapi.json").json()
+    assert spec == slow.get("/openapi.json").json()
+    predict = spec["paths"]["/v1/models/{name}/predict"]["post"]
+    assert [p["name"] for p in predict["parameters"]] == ["name", "variant"]
+    assert predict["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/PredictRequest"
+    }
+    feedback = spec["paths"]["/v1/models/{name}/feedback"]["post"]
+    assert set(feedback["requestBody"]["content"]) == {
+        "application/json",
+        "application/x-ndjson",
+        "text/x-svmlight",
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("application/json", True),
+        ("application/json; charset=utf-8", True),
+        ("Application/JSON", True),
+        ("application/problem+json", True),
+        ("application/jsonl", False),
+        ("text/json", False),
+        ("application/x-ndjson", False),
+        ("", False),
+        ("json", False),
+    ],
+)
+def test_json_content_types_as_fastapi(value, expected):
+    assert is_json_content_type(value) is expected

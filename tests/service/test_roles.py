@@ -1,0 +1,109 @@
+"""One learner and two api replicas as separate processes on loopback against one Redis:
+feedback posted to either replica is logged, learned by the learner and published; both
+replicas converge to the learner's version and predict identically to it."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.service.conftest import RedisServer
+from tests.service.server import ServiceProcess
+
+SPEC = {
+    "name": "m",
+    "kind": "dos",
+    "params": {"rank": 2, "seed": 1},
+    "input": {"n_features": 5},
+    "averaging": {"interval": 5},
+}
+
+
+def wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def version(url: str) -> int | None:
+    response = httpx.get(f"{url}/v1/models/m", timeout=5)
+    return response.json()["version"] if response.status_code == 200 else None
+
+
+def test_two_replicas_converge_to_the_learner(tmp_path):
+    redis_server = RedisServer(tmp_path)
+    redis_server.start()
+    common = {
+        "LORENTZTRON_REDIS_URL": redis_server.url,
+        "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
+        "LORENTZTRON_POLL_INTERVAL": "0.5",
+        "LORENTZTRON_LOG_LEVEL": "warning",
+    }
+    learner = ServiceProcess({**common, "LORENTZTRON_ROLE": "learner"}, tmp_path / "learner.log")
+    replicas = [
+        ServiceProcess({**common, "LORENTZTRON_ROLE": "api"}, tmp_path / f"api{i}.log")
+        for i in range(2)
+    ]
+    try:
+        learner.start()
+        for replica in replicas:
+            replica.start()
+        assert httpx.post(f"{replicas[0].url}/v1/models", json=SPEC).status_code == 201
+        wait_for(lambda: version(learner.url) == 0 and version(replicas[1].url) == 0)
+
+        rng = np.random.default_rng(0)
+        batches = 0
+        for round_ in range(30):
+            X = rng.standard_normal((3, 5))
+            body = {"examples": [{"x": x.tolist(), "label": 1 if x[0] > 0 else -1} for x in X]}
+            url = replicas[round_ % 2].url
+            response = httpx.post(f"{url}/v1/models/m/feedback", json=body)
+            assert response.status_code == 200, response.text
+            assert response.json()["logged"] == 3 and response.json()["learned"] == 0
+            batches += 1
+        # the learner learns every logged batch once, in log order (one version per batch)
+        wait_for(lambda: version(learner.url) == batches)
+        wait_for(lambda: all(version(r.url) == batches for r in replicas))
+
+        instances = {"instances": [{"x": rng.standard_normal(5).tolist()} for _ in range(4)]}
+        for variant in ("live", "averaged"):
+            answers = [
+                httpx.post(f"{s.url}/v1/models/m/predict?variant={variant}", json=instances).json()[
+                    "predictions"
+                ]
+                for s in (learner, *replicas)
+            ]
+            scores = [[p["score"] for p in answer] for answer in answers]
+            assert scores[0] == scores[1] == scores[2], variant
+
+        # replicas serve, they do not write snapshots
+        refused = httpx.post(f"{replicas[0].url}/v1/models/m/snapshots")
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "wrong_role"
+        for replica in replicas:
+            metrics = httpx.get(f"{replica.url}/metrics").text
+            count = re.search(r'lorentztron_freshness_seconds_count\{model="m"\} (\S+)', metrics)
+            total = re.search(r'lorentztron_freshness_seconds_sum\{model="m"\} (\S+)', metrics)
+            assert count and float(count.group(1)) > 0
+            assert float(total.group(1)) / float(count.group(1)) < 1.0  # mean delay < 1 s
+            assert f'lorentztron_model_version{{model="m"}} {float(batches)}' in metrics
+
+        # a model deleted on one replica disappears everywhere
+        assert httpx.delete(f"{replicas[1].url}/v1/models/m").status_code == 204
+        wait_for(lambda: version(learner.url) is None and version(replicas[0].url) is None)
+    finally:
+        for process in (*replicas, learner):
+            process.stop()
+        redis_server.stop()
+
+
+def test_roles_need_redis():
+    from service.config import Settings
+    from service.main import create_app
+
+    with pytest.raises(ValueError, match="LORENTZTRON_REDIS_URL"):
+        create_app(Settings(role="api"))
