@@ -17,11 +17,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
-# Tests that need Redis start their own redis-server: install it when missing (root on CI).
+# Tests that need Redis start their own redis-server, the deploy tests a real Prometheus
+# (promtool included) and the status-page test headless Chromium: install them when missing
+# (root on CI).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing redis-server"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { \
+		echo "installing prometheus"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .

@@ -29,14 +29,21 @@ def create_models(http: httpx.Client) -> list[str]:
 
 
 def drive(
-    http: httpx.Client, seconds: float, seed: int = 0, snapshot_every: int = 10, pause=0.02
+    http: httpx.Client,
+    seconds: float,
+    seed: int = 0,
+    snapshot_every: int = 10,
+    pause: float = 0.02,
+    flip: bool = False,
 ) -> int:
-    """Send traffic for ``seconds`` (bounded: stops by itself); returns the request count."""
+    """Send traffic for ``seconds`` (bounded: stops by itself); returns the request count.
+    ``flip`` negates the concept (labels and targets): a sudden drift."""
     rng = np.random.default_rng(seed)
-    w = rng.standard_normal(N_FEATURES)
+    w = rng.standard_normal(N_FEATURES) * (-1 if flip else 1)
     deadline = time.monotonic() + seconds
-    sent = 0
+    sent = rounds = 0
     while time.monotonic() < deadline:
+        rounds += 1
         X = rng.standard_normal((4, N_FEATURES))
         labels = np.where(X @ w > 0, 1, -1).tolist()
         for name in MODELS:
@@ -55,7 +62,7 @@ def drive(
             response = http.post(f"/v1/models/{name}/feedback", json={"examples": examples})
             assert response.status_code == 200, response.text
             sent += 2
-        if sent % (snapshot_every * 2 * len(MODELS)) == 0:
+        if rounds % snapshot_every == 0:
             # an unknown prediction id (a 422 and a counted miss) and a snapshot
             response = http.post(
                 "/v1/models/spam/feedback",

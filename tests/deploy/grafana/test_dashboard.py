@@ -1,0 +1,159 @@
+"""deploy/grafana: the provisioning files and the overview dashboard are consistent with each
+other and with docker-compose.yml, and every query of the dashboard (its variables
+substituted as Grafana would) returns data from a real Prometheus scraping real services."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+
+from service.metrics import Metrics
+from tests.deploy.conftest import (
+    DEPLOY,
+    RATE_INTERVAL,
+    ROOT,
+    SERVICE_JOB,
+    exported_metric_names,
+    metric_names,
+)
+
+GRAFANA = DEPLOY / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "overview.json"
+DATASOURCES = GRAFANA / "provisioning" / "datasources" / "prometheus.yml"
+PROVIDERS = GRAFANA / "provisioning" / "dashboards" / "lorentztron.yml"
+#: the parts of the dashboard the issue asks for, by the metric that carries each
+REQUIRED_METRICS = {
+    "lorentztron_http_requests_total",  # request and error rates
+    "lorentztron_http_request_duration_seconds_bucket",  # p50 / p95 / p99
+    "lorentztron_predictions_total",
+    "lorentztron_feedback_examples_total",
+    "lorentztron_updates_total",  # aggressive-update share
+    "lorentztron_progressive_accuracy_ratio",
+    "lorentztron_progressive_loss",
+    "lorentztron_progressive_rmse",
+    "lorentztron_parameter_norm",
+    "lorentztron_pending_predictions",
+    "lorentztron_prediction_ids_expired_total",
+    "lorentztron_snapshot_age_seconds",
+    "lorentztron_snapshot_duration_seconds_bucket",
+    "lorentztron_snapshot_failures_total",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+}
+
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def panels(board: dict) -> list[dict]:
+    found = []
+    for panel in board["panels"]:
+        found.append(panel)
+        found.extend(panel.get("panels", []))  # collapsed rows hold their panels
+    return [panel for panel in found if panel["type"] != "row"]
+
+
+def variables(board: dict) -> dict[str, dict]:
+    return {variable["name"]: variable for variable in board["templating"]["list"]}
+
+
+def substitute(expr: str, models: list[str]) -> str:
+    """What Grafana sends for the test's selection: one job, the test's models."""
+    values = {
+        "job": SERVICE_JOB,
+        "model": "|".join(models),
+        "__rate_interval": RATE_INTERVAL,
+        "__interval": "1s",
+        "__range": "1m",
+    }
+    expr = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values[m.group(1) or m.group(2)], expr)
+    assert "$" not in expr
+    return expr
+
+
+def provisioned_uid() -> str:
+    (source,) = yaml.safe_load(DATASOURCES.read_text())["datasources"]
+    return source["uid"]
+
+
+def test_dashboard_structure():
+    board = dashboard()
+    assert board["title"] == "lorentztron / overview"
+    uid = provisioned_uid()
+    ids = [panel["id"] for panel in board["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in panels(board):
+        assert panel["datasource"]["uid"] == uid, panel["title"]
+        assert panel["targets"], f"{panel['title']} has no query"
+        for target in panel["targets"]:
+            assert target["expr"].strip(), panel["title"]
+            assert target["datasource"]["uid"] == uid, panel["title"]
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+    for variable in variables(board).values():
+        assert variable["datasource"]["uid"] == uid
+
+
+def test_model_variable_lists_a_per_model_metric():
+    model = variables(dashboard())["model"]
+    assert model["type"] == "query" and model["multi"] and model["includeAll"]
+    metric = re.fullmatch(r"label_values\((\w+)(\{[^}]*\})?, model\)", model["query"])
+    assert metric, model["query"]
+    per_model = {
+        collector._name
+        for collector in vars(Metrics()).values()
+        if "model" in getattr(collector, "_labelnames", ())
+    }
+    assert metric.group(1) in per_model
+    # every per-model panel follows the selection
+    for panel in panels(dashboard()):
+        for target in panel["targets"]:
+            if "lorentztron_model_version" in target["expr"] or "model=~" in target["expr"]:
+                assert 'model=~"$model"' in target["expr"], panel["title"]
+
+
+def test_dashboard_covers_the_service_and_reads_only_what_it_exports():
+    used = set()
+    for panel in panels(dashboard()):
+        for target in panel["targets"]:
+            used |= metric_names(target["expr"])
+    assert used <= exported_metric_names(), used - exported_metric_names()
+    assert REQUIRED_METRICS <= used, REQUIRED_METRICS - used
+
+
+def test_provisioning_matches_the_compose_stack():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    grafana, prometheus = compose["grafana"], compose["prometheus"]
+    mounts = dict(volume.split(":")[:2] for volume in grafana["volumes"])
+    (provider,) = yaml.safe_load(PROVIDERS.read_text())["providers"]
+    assert mounts["./deploy/grafana/dashboards"] == provider["options"]["path"]
+    assert mounts["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == provider["options"]["path"] + "/" + DASHBOARD.name
+    (source,) = yaml.safe_load(DATASOURCES.read_text())["datasources"]
+    published = prometheus["ports"][0].rsplit(":", 1)[1]
+    assert source["url"] == f"http://prometheus:{published}"
+    scrape = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())["global"]
+    assert source["jsonData"]["timeInterval"] == scrape["scrape_interval"]
+
+
+def test_every_query_returns_data(live_stack):
+    board = dashboard()
+    for panel in panels(board):
+        for target in panel["targets"]:
+            expr = substitute(target["expr"], live_stack.models)
+            assert live_stack.has_data(expr), f"{panel['title']}: no data for {expr}"
+
+
+def test_variables_list_the_test_models(live_stack):
+    board = dashboard()
+    for name, expected in (("job", {SERVICE_JOB}), ("model", set(live_stack.models))):
+        query = substitute(variables(board)[name]["query"], live_stack.models)
+        metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
+        response = live_stack.prometheus.get(
+            f"/api/v1/label/{label}/values", params={"match[]": metric}
+        )
+        assert set(response.json()["data"]) == expected

@@ -1,0 +1,102 @@
+"""deploy/prometheus: the config and rules pass promtool, every alert passes its unit tests,
+and against a real Prometheus scraping real services every rule evaluates, the recording
+rules return data and the problems staged by the live stack raise their alerts."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.deploy.conftest import DEPLOY, SERVICE_JOB, exported_metric_names, metric_names
+
+CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+RULES = DEPLOY / "prometheus" / "rules.yml"
+UNIT_TESTS = Path(__file__).with_name("rules_test.yml")
+
+
+def rules(kind: str) -> list[dict]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"] if kind in rule]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def test_promtool_checks_config_and_rules(promtool):
+    config = run(promtool, "check", "config", str(CONFIG))
+    assert config.returncode == 0, config.stdout + config.stderr
+    checked = run(promtool, "check", "rules", str(RULES))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules('record')) + len(rules('alert'))} rules found" in checked.stdout
+
+
+def test_alert_unit_tests(promtool):
+    result = run(promtool, "test", "rules", str(UNIT_TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_is_unit_tested_firing():
+    tests = yaml.safe_load(UNIT_TESTS.read_text())["tests"]
+    fired = {
+        case["alertname"]
+        for test in tests
+        for case in test.get("alert_rule_test", [])
+        if case["exp_alerts"]
+    }
+    assert fired == {rule["alert"] for rule in rules("alert")}
+
+
+def test_rules_read_only_metrics_the_service_exports():
+    known = exported_metric_names() | {rule["record"] for rule in rules("record")}
+    for rule in rules("record") + rules("alert"):
+        unknown = metric_names(rule["expr"]) - known
+        assert not unknown, f"{rule.get('alert') or rule['record']}: {unknown}"
+    for rule in rules("alert"):
+        assert rule["labels"]["severity"] in {"warning", "critical"}
+        assert rule["annotations"]["summary"]
+
+
+def test_recording_rules_return_data(live_stack):
+    for rule in rules("record"):
+        assert live_stack.has_data(rule["expr"]), rule["record"]
+        assert live_stack.has_data(rule["record"]), rule["record"]  # recorded by Prometheus
+
+
+def test_every_rule_evaluates_without_error(live_stack):
+    for rule in rules("alert"):
+        live_stack.query(rule["expr"])  # parses and evaluates (data only while it fires)
+    groups = live_stack.prometheus.get("/api/v1/rules").json()["data"]["groups"]
+    evaluated = {r.get("name"): r for group in groups for r in group["rules"]}
+    names = {rule.get("alert") or rule["record"] for rule in rules("alert") + rules("record")}
+    assert set(evaluated) == names
+    for name, rule in evaluated.items():
+        assert rule["health"] == "ok", (name, rule.get("lastError"))
+
+
+def test_staged_problems_raise_their_alerts(live_stack):
+    active = live_stack.prometheus.get("/api/v1/alerts").json()["data"]["alerts"]
+    by_name: dict[str, list[dict]] = {}
+    for alert in active:
+        by_name.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
+    troubled = live_stack.instances["troubled"]
+    # a target that does not answer
+    assert [a["instance"] for a in by_name["LorentztronDown"]] == [live_stack.dead]
+    # the troubled instance cannot snapshot `spam`; the healthy one snapshots everything
+    failing = {(a["instance"], a["model"]) for a in by_name["LorentztronSnapshotFailures"]}
+    assert failing == {(troubled, "spam")}
+    # its 503s on snapshot requests are more than 1% of the job's answers
+    assert [a["job"] for a in by_name["LorentztronHighErrorRate"]] == [SERVICE_JOB]
+    # it learned flipped labels: its accuracy fell, the healthy instance's did not
+    dropped = {(a["instance"], a["model"]) for a in by_name["LorentztronAccuracyDrop"]}
+    assert (troubled, "spam") in dropped
+    assert all(instance == troubled for instance, _ in dropped)
+    # nothing else is wrong
+    assert set(by_name) == {
+        "LorentztronDown",
+        "LorentztronSnapshotFailures",
+        "LorentztronHighErrorRate",
+        "LorentztronAccuracyDrop",
+    }
