@@ -34,8 +34,8 @@ example at a time. Errors are JSON `{"error": {"code", "message", "details"}}`."
 
 
 def warm_up() -> None:
-    """Compile the per-request kernels (binary, one-vs-one, averaging, the svmlight parser)
-    before readiness."""
+    """Compile the per-request kernels of every kind (binary, one-vs-one, averaging, mofm and
+    its refit, the separation learners, the svmlight parser) before readiness."""
     from core.averaging import Averaged
     from core.datasets import parse_svmlight
     from core.dos import DoSClassifier
@@ -51,7 +51,33 @@ def warm_up() -> None:
         pqr.learn_many(X, y)
         pqr.score_one(([0], [1.0]))
         pqr.score_many(X)
-    for base in (LinearPA(n_features=3), DoSClassifier(n_features=3, rank=1)):
+    from core.mofm import MultiOutputPN
+    from core.multiclass import OrdinalMcRank
+    from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
+
+    for model, labels in (
+        (MultiOutputPN(n_features=3, classes=[0, 1, 2], n_basis=2), [0, 1, 2]),
+        (
+            OrdinalMcRank(
+                base=MultiOutputPN(n_features=3, n_outputs=2, loss="logistic", n_basis=2),
+                levels=[1, 2, 3],
+            ),
+            [1, 2, 3],
+        ),
+    ):
+        model.learn_one(X[0], labels[0])
+        model.learn_many(X, labels)
+        model.predict_many(X)
+        model.predict_proba_many(X)
+        model.refit(X, labels)
+    bases = (
+        LinearPA(n_features=3),
+        DoSClassifier(n_features=3, rank=1),
+        Perceptron(n_features=3),
+        EllipsoidPerceptron(n_features=3),
+        ShorPerceptron(n_features=3),
+    )
+    for base in bases:
         for model, labels in (
             (base, [1, -1, 1]),
             (OneVsOne(base=base, classes=[0, 1, 2]), [0, 1, 2]),

@@ -24,8 +24,10 @@ from core.base import BinaryClassifier, Estimator, Steps
 from core.dos import DoSClassifier
 from core.features import CSRBatch, FeatureHasher, Row, batch_from_rows, dense_row, sparse_row
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.mofm import MultiOutputPN, Reservoir
+from core.multiclass import OneVsOne, OneVsRest, OrdinalMcRank
 from core.pqr import PQR
+from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
 from service.errors import APIError
 from service.feedback_log import (
     FeedbackLog,
@@ -47,7 +49,56 @@ KINDS: dict[str, tuple[type[BinaryClassifier], frozenset[str]]] = {
         PQR,
         frozenset({"k", "task", "optimizer", "alpha", "beta", "l1", "l2", "separation", "warmup"}),
     ),
+    "mofm": (
+        MultiOutputPN,
+        frozenset(
+            {
+                "activation",
+                "loss",
+                "penalty",
+                "n_basis",
+                "tau",
+                "corrective",
+                "refit_iter",
+                "refine_iter",
+                "tol",
+                "gram",
+                "optimizer",
+                "learning_rate",
+                "seed",
+                *(f"reservoir_{name}" for name in ("size", "policy", "refit_every")),
+            }
+        ),
+    ),
+    "perceptron": (Perceptron, frozenset({"fit_intercept"})),
+    "ellipsoid-perceptron": (
+        EllipsoidPerceptron,
+        frozenset({"rho", "on_unseparable", "safeguard", "fit_intercept"}),
+    ),
+    "shor-perceptron": (
+        ShorPerceptron,
+        frozenset({"dilation", "step", "step_growth", "fit_intercept"}),
+    ),
 }
+
+#: kinds that are one multi-output model over all classes (no binary reduction, no time
+#: average: their refits replace the state wholesale)
+NATIVE_MULTICLASS = frozenset({"mofm"})
+#: the service's own parameters of mofm models (the reservoir the worker refits on)
+RESERVOIR_DEFAULTS = {
+    "reservoir_size": 10_000,
+    "reservoir_policy": "window",
+    "reservoir_refit_every": 0,
+}
+
+
+def reservoir_params(spec: CreateModel) -> dict:
+    """size, policy and refit_every (examples between two refits; 0: never) of a mofm spec."""
+    params = {
+        **RESERVOIR_DEFAULTS,
+        **{k: v for k, v in spec.params.items() if k in RESERVOIR_DEFAULTS},
+    }
+    return {k.removeprefix("reservoir_"): v for k, v in params.items()}
 
 
 class RWLock:
@@ -187,6 +238,15 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
     classes = [] if regression else (spec.classes or [-1, 1])
     if len(set(classes)) != len(classes):
         raise APIError(422, "invalid_input", "classes must be distinct", {"field": "classes"})
+    if spec.kind in NATIVE_MULTICLASS:
+        return _native_estimator(spec, classes, max_floats)
+    if spec.multiclass == "ordinal":
+        raise APIError(
+            422,
+            "invalid_input",
+            f"the ordinal reduction needs a multi-output kind (mofm), not {spec.kind!r}",
+            {"field": "multiclass"},
+        )
     n_models = (
         1
         if len(classes) <= 2
@@ -216,6 +276,49 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
             interval=averaging.interval if averaging else averaging_interval,
             alignment=averaging.alignment if averaging else "paper",
         )
+    except (TypeError, ValueError) as error:
+        raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
+
+
+def _native_estimator(spec: CreateModel, classes: list, max_floats: int) -> Estimator:
+    """A mofm model: one multi-output network over the classes, or the ordinal McRank
+    reduction over the levels (binary logistic outputs P(y <= level))."""
+    if spec.averaging is not None:
+        raise APIError(
+            422,
+            "invalid_input",
+            f"kind {spec.kind!r} is not time-averaged (its refits replace the state)",
+            {"field": "averaging"},
+        )
+    params = {k: v for k, v in spec.params.items() if k not in RESERVOIR_DEFAULTS}
+    n_basis = params.get("n_basis", 16)
+    n_basis = n_basis if isinstance(n_basis, int) and n_basis > 0 else 1
+    floats = 2 * n_basis * (spec.input.size + 1 + len(classes)) + n_basis
+    if floats > max_floats:
+        raise APIError(
+            422,
+            "model_too_large",
+            f"the model would hold {floats} floats, more than the limit {max_floats}",
+            {"field": "input"},
+        )
+    try:
+        reservoir = reservoir_params(spec)
+        Reservoir(reservoir["size"], spec.input.size, policy=reservoir["policy"])
+        if reservoir["policy"] != "window":
+            # a refit runs off the lock and then learns what arrived meanwhile: only a
+            # window knows which examples those are (core.mofm.Reservoir)
+            raise ValueError("reservoir_policy must be 'window' in the service")
+        refit_every = reservoir["refit_every"]
+        if isinstance(refit_every, bool) or not isinstance(refit_every, int) or refit_every < 0:
+            raise ValueError(f"reservoir_refit_every must be an integer >= 0, got {refit_every!r}")
+        if spec.multiclass == "ordinal":
+            if any(isinstance(c, str) for c in classes) or list(classes) != sorted(classes):
+                raise ValueError("ordinal levels must be increasing numbers")
+            if params.setdefault("loss", "logistic") != "logistic":
+                raise ValueError("the ordinal reduction learns binary logistic outputs")
+            base = MultiOutputPN(n_features=spec.input.size, n_outputs=len(classes) - 1, **params)
+            return OrdinalMcRank(base=base, levels=list(classes))
+        return MultiOutputPN(n_features=spec.input.size, classes=list(classes), **params)
     except (TypeError, ValueError) as error:
         raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
 
@@ -290,13 +393,36 @@ class LiveModel:
     def __post_init__(self):
         self.regression = is_regression(self.spec)
         self.classes = [] if self.regression else list(self.spec.classes or [-1, 1])
-        self.binary = len(self.classes) == 2
+        #: one multi-output model over the classes (mofm; ordinal: over the levels)
+        self.native = self.spec.kind in NATIVE_MULTICLASS
+        self.ordinal = is_ordinal(self.spec)
+        self.binary = len(self.classes) == 2 and not self.native
         self.averaged = isinstance(self.estimator, Averaged)
-        # calibrated probabilities: PQR's logistic task (binary models only)
-        self.probabilistic = self.spec.kind == "pqr" and self.binary
+        # calibrated probabilities: PQR's logistic task (binary models only); mofm's softmax
+        # and logistic losses (one probability per class, or per level)
+        mofm_loss = self.spec.params.get("loss", "logistic" if self.ordinal else "softmax")
+        self.probabilistic = (self.spec.kind == "pqr" and self.binary) or (
+            self.native and mofm_loss in ("softmax", "logistic")
+        )
         self.n_features = self.spec.input.size
-        loss = "squared" if self.regression else ("log" if self.spec.kind == "pqr" else "hinge")
-        self.progressive = Progressive(self.metrics_window, loss, self.regression)
+        loss = (
+            mofm_loss
+            if self.native
+            else "squared"
+            if self.regression
+            else ("log" if self.spec.kind == "pqr" else "hinge")
+        )
+        self.progressive = Progressive(self.metrics_window, loss, self.regression or self.ordinal)
+        #: mofm: the recent examples the worker refits on (None: no refits)
+        reservoir = reservoir_params(self.spec) if self.native else None
+        self.refit_every = reservoir["refit_every"] if reservoir else 0
+        self.reservoir = (
+            Reservoir(reservoir["size"], self.n_features, policy=reservoir["policy"])
+            if self.refit_every
+            else None
+        )
+        self.refits = 0
+        self.examples_since_refit = 0
         self.n_learned = 0
         self.n_aggressive = 0
         self.records_since_snapshot = 0
@@ -365,10 +491,17 @@ class LiveModel:
                 X = csr_of(batch, self.n_features)
                 labels = scorer.predict_many(X).tolist()
                 score_list = np.asarray(scorer.score_many(X)).tolist()
+                if self.native and self.probabilistic:
+                    probabilities = np.asarray(scorer.predict_proba_many(X)).tolist()
             self.predictions += len(rows)
-        probabilities = (
-            _sigmoid(np.asarray(score_list)).tolist() if self.probabilistic else [None] * len(rows)
-        )
+        if not self.native:
+            probabilities = (
+                _sigmoid(np.asarray(score_list)).tolist()
+                if self.probabilistic
+                else [None] * len(rows)
+            )
+        elif not self.probabilistic:
+            probabilities = [None] * len(rows)
         return version, labels, score_list, probabilities
 
     # -- learning -------------------------------------------------------------------------
@@ -460,6 +593,8 @@ class LiveModel:
             else:
                 predicted = (steps.scores > 0).astype(np.int64)
                 correct = predicted == targets
+        elif self.native:
+            predicted, losses, aggressive, correct, squared = self._learn_native(batch, targets)
         else:
             rows = batch_rows(batch)
             predicted = np.empty(len(rows), dtype=np.int64)
@@ -486,9 +621,37 @@ class LiveModel:
             "n_aggressive": n_aggressive,
         }
 
+    def _learn_native(self, batch: CSRBatch, targets: np.ndarray):
+        """mofm: every example by one (Ada)SGD step of the multi-output model, in order
+        (offered to the refit reservoir too). Ordinal: the prediction is the expected
+        relevance; "correct" means its nearest level is the label; squared error kept."""
+        n = batch.n_rows
+        predicted = np.empty(n, dtype=np.float64 if self.ordinal else np.int64)
+        losses = np.empty(n)
+        for i in range(n):
+            row, label = batch.row(i), self.classes[int(targets[i])]
+            step = self.estimator.learn_one(row, label)
+            losses[i] = step.loss
+            if self.ordinal:  # expected relevance from P(y <= level) = sigmoid(o(x))
+                cumulative = _sigmoid(np.asarray(step.scores, dtype=np.float64))[None, :]
+                predicted[i] = float(self.estimator._expected(cumulative)[0])
+            else:
+                predicted[i] = self.classes.index(step.predicted)
+            if self.reservoir is not None:
+                self.reservoir.add(row, label)
+        self.examples_since_refit += n
+        if self.ordinal:
+            levels = np.asarray(self.classes, dtype=np.float64)
+            values = levels[targets.astype(np.int64)]
+            nearest = np.abs(predicted[:, None] - levels[None, :]).argmin(axis=1)
+            return predicted, losses, losses > 0, nearest == targets, (predicted - values) ** 2
+        return predicted, losses, losses > 0, predicted == targets, None
+
     def predicted_label(self, value):
         """What the feedback response reports as the prediction before the update."""
-        return float(value) if self.regression else self.classes[int(value)]
+        if self.regression or self.ordinal:
+            return float(value)
+        return self.classes[int(value)]
 
     # -- state ----------------------------------------------------------------------------
     def snapshot_state(self) -> Capture:
@@ -530,9 +693,15 @@ class LiveModel:
             "kind": spec.kind,
             "params": spec.params,
             "input": spec.input.model_dump(exclude_none=True),
-            "task": "regression" if self.regression else "classification",
+            "task": "regression"
+            if self.regression
+            else "ordinal"
+            if self.ordinal
+            else "classification",
             "classes": self.classes,
-            "multiclass": None if self.binary or self.regression else spec.multiclass,
+            "multiclass": None
+            if self.binary or self.regression or (self.native and not self.ordinal)
+            else spec.multiclass,
             "averaging": averaging,
             "version": self.version,
             "created_at": self.created_at,
@@ -541,7 +710,26 @@ class LiveModel:
             "predictions": self.predictions,
             "last_snapshot_version": self.last_snapshot_version,
             "metrics": self.progressive.summary(),
+            "status": self.status(),
         }
+
+    def status(self) -> dict[str, Any] | None:
+        """Kind-specific state: the separation learners' own status (binary models), the
+        refit reservoir of mofm models."""
+        if self.native:
+            return {
+                "refit_every": self.refit_every,
+                "refits": self.refits,
+                "examples_since_refit": self.examples_since_refit,
+                "reservoir_examples": len(self.reservoir) if self.reservoir else 0,
+                "active_basis": int(getattr(_base(self.estimator), "n_active_", 0)),
+            }
+        live = self.live
+        return live.status() if hasattr(live, "status") else None
+
+
+def _base(estimator: Estimator) -> Estimator:
+    return estimator.model_ if isinstance(estimator, OrdinalMcRank) else estimator
 
 
 def _squared_norm(array: np.ndarray) -> float:
@@ -552,6 +740,10 @@ def _squared_norm(array: np.ndarray) -> float:
 
 def is_regression(spec: CreateModel) -> bool:
     return spec.kind == "pqr" and spec.params.get("task") == "regression"
+
+
+def is_ordinal(spec: CreateModel) -> bool:
+    return spec.kind in NATIVE_MULTICLASS and spec.multiclass == "ordinal"
 
 
 def _sigmoid(scores: np.ndarray) -> np.ndarray:

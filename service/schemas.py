@@ -50,7 +50,23 @@ class CreateModel(Strict):
     """A new named model."""
 
     name: str = Field(..., pattern=NAME_PATTERN, examples=["spam"])
-    kind: Literal["linear-pa", "dos", "pqr"] = Field(..., examples=["dos"])
+    kind: Literal[
+        "linear-pa",
+        "dos",
+        "pqr",
+        "mofm",
+        "perceptron",
+        "ellipsoid-perceptron",
+        "shor-perceptron",
+    ] = Field(
+        ...,
+        examples=["dos"],
+        description="linear-pa / dos: passive-aggressive linear and difference-of-squares "
+        "classifiers; pqr: projective quadratic regression (FTRL); mofm: multi-output "
+        "polynomial network / factorization machine (one model for all classes; refitted by "
+        "conditional gradient on a reservoir of recent examples); perceptron, "
+        "ellipsoid-perceptron, shor-perceptron: the separation thesis's online learners.",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict, examples=[{"rank": 8, "mode": "pa1", "C": 0.1}]
     )
@@ -61,10 +77,15 @@ class CreateModel(Strict):
         max_length=1000,
         examples=[["ham", "spam"]],
         description="Labels. Two classes: the first is the negative one. More: multi-class by "
-        "one-vs-one (default) or one-vs-rest. Default [-1, 1]; none for PQR regression "
-        '(params {"task": "regression"}).',
+        "one-vs-one (default) or one-vs-rest (mofm: one multi-output model). Default [-1, 1]; "
+        'none for PQR regression (params {"task": "regression"}). With multiclass "ordinal" '
+        "(mofm only): the relevance levels, increasing numbers.",
     )
-    multiclass: Literal["ovo", "ovr"] = "ovo"
+    multiclass: Literal["ovo", "ovr", "ordinal"] = Field(
+        "ovo",
+        description="Reduction for more than two classes: one-vs-one, one-vs-rest, or "
+        "ordinal McRank (mofm only: P(y <= level) per level, the expected relevance predicted).",
+    )
     averaging: AveragingSpec | None = None
 
     model_config = ConfigDict(
@@ -117,10 +138,11 @@ class Prediction(BaseModel):
         description="Decision value (binary: |Uz|^2-|Vz|^2 "
         "or w.z; multi-class: one value per class).",
     )
-    probability: float | None = Field(
+    probability: float | list[float] | None = Field(
         None,
-        description="P(second class) for binary PQR models; passive-aggressive models have "
-        "no calibrated probability.",
+        description="P(second class) for binary PQR models; mofm with the softmax or "
+        "logistic loss: one probability per class (ordinal: per level); passive-aggressive "
+        "and perceptron models have no calibrated probability.",
     )
     prediction_id: str = Field(..., description="Send it back with the true label as feedback.")
 
@@ -183,7 +205,7 @@ class ProgressiveMetrics(BaseModel):
     """Progressive validation: each example is scored before it is learned."""
 
     examples: int
-    loss_kind: Literal["hinge", "log", "squared"]
+    loss_kind: Literal["hinge", "log", "squared", "softmax", "smoothed_hinge", "logistic"]
     accuracy: float | None
     loss: float | None
     rmse: float | None
@@ -198,7 +220,7 @@ class ModelInfo(BaseModel):
     kind: str
     params: dict[str, Any]
     input: dict[str, int]
-    task: Literal["classification", "regression"]
+    task: Literal["classification", "regression", "ordinal"]
     classes: list[Any]
     multiclass: str | None
     averaging: dict[str, int | str] | None
@@ -209,6 +231,11 @@ class ModelInfo(BaseModel):
     predictions: int
     last_snapshot_version: int | None
     metrics: ProgressiveMetrics
+    status: dict[str, Any] | None = Field(
+        None,
+        description="Kind-specific state: the ellipsoid perceptron's margin estimate and "
+        "'unseparable' flag; mofm's reservoir and refits.",
+    )
 
 
 class ModelList(BaseModel):

@@ -145,6 +145,79 @@ class SnapshotWorker:
         live.last_snapshot_version = capture.version
         live.last_snapshot_at = time.time()
 
+    def _save_held(self, live: LiveModel) -> int:
+        """Write the model's current state as its newest snapshot; the caller holds the
+        writer lock (changes made outside the log are durable before they are visible)."""
+        capture = live._capture()
+        blob = encode(
+            live.name,
+            capture.version,
+            live.spec.model_dump(mode="json"),
+            capture.state,
+            log_position=capture.log_position,
+        )
+        with self._save_lock:
+            self.store.save(live.name, capture.version, blob, self.settings.snapshot_retention)
+        live.records_since_snapshot = 0
+        live.last_snapshot_version = capture.version
+        live.last_snapshot_at = time.time()
+        return capture.version
+
+    def refit_due(self) -> list[LiveModel]:
+        """mofm models whose reservoir saw ``refit_every`` examples since their last refit."""
+        if not self.writes_snapshots:
+            return []
+        return [
+            live
+            for live in self.registry.models()
+            if live.reservoir is not None and live.examples_since_refit >= live.refit_every
+        ]
+
+    def refit(self, live: LiveModel) -> bool:
+        """Algorithm 1 warm-started from the live basis on the reservoir (core.mofm
+        Reservoir's swap protocol): the data are read under the lock, the refit runs without
+        it (the model keeps serving and learning), then under the writer lock the new model
+        learns what arrived meanwhile, replaces the old one and is written as a snapshot
+        before anyone sees it (a refit is not in the feedback log). False if skipped."""
+        with live.lock.read():
+            current = live.estimator
+            X, y = live.reservoir.data()
+            mark = live.reservoir.n_seen
+        if X.shape[0] == 0:
+            return False
+        started = time.perf_counter()
+        new = current.refit(X, y)
+        with live.lock.write():
+            if live.estimator is not current:  # restored or replaced meanwhile
+                return False
+            try:
+                X_new, y_new = live.reservoir.since(mark)
+            except ValueError as error:  # more arrived than the window holds
+                log.warning("refit of %s skipped: %s", live.name, error)
+                live.examples_since_refit = 0
+                return False
+            if X_new.shape[0]:
+                new.learn_many(X_new, y_new)
+            live.estimator = new
+            live.version += 1
+            live.refits += 1
+            live.examples_since_refit = 0
+            try:
+                self._save_held(live)
+            except Exception:
+                live.estimator = current
+                live.version -= 1
+                live.refits -= 1
+                raise
+        log.info(
+            "refitted %s on %d examples in %.2f s (version %d)",
+            live.name,
+            X.shape[0],
+            time.perf_counter() - started,
+            live.version,
+        )
+        return True
+
     def restore_version(self, live: LiveModel, state: dict) -> int:
         """Replace the model's state by an older snapshot's, durably: the restored state is
         written as the newest snapshot (with the current log position) before the writer
@@ -282,6 +355,8 @@ class SnapshotWorker:
                     await asyncio.to_thread(self.snapshot_due)
                     if time.monotonic() >= next_snapshot:
                         next_snapshot = time.monotonic() + interval
+                for live in self.refit_due():
+                    await asyncio.to_thread(self.refit, live)
                 await asyncio.to_thread(self.refresh_gauges)
             except asyncio.CancelledError:
                 raise
