@@ -1,18 +1,23 @@
 """docker-compose.yml, checked without a Docker engine: every service is health-checked (or
 says why not), images are pinned, volumes are declared, ports stay on loopback, required
-settings fail fast, and the service's environment is made of real settings with valid values
-(the settings class parses it)."""
+settings fail fast, the service's environment is made of real settings with valid values
+(the settings class parses it), and the services start with it as real processes."""
 
 from __future__ import annotations
 
 import re
+import threading
+import time
 import tomllib
 
+import httpx
 import pytest
 import yaml
 
 from service.config import Settings
 from tests.deploy.conftest import DEPLOY, ROOT
+from tests.service.conftest import RedisServer
+from tests.service.server import ServiceProcess
 
 COMPOSE = ROOT / "docker-compose.yml"
 PREFIX = "LORENTZTRON_"
@@ -151,3 +156,71 @@ def test_prometheus_finds_the_services_and_alerts_at_three_snapshot_intervals(co
     interval = compose["services"]["lorentztron"]["environment"][PREFIX + "SNAPSHOT_INTERVAL"]
     rules = (DEPLOY / "prometheus" / "rules.yml").read_text()
     assert f'lorentztron_snapshot_age_seconds{{role!="api"}} > 3 * {interval}' in rules
+
+
+def test_the_services_run_as_processes_with_the_compose_environment(compose, tmp_path):
+    """Each service of the image, with its compose environment (only Redis' address and the
+    bind address changed for loopback), against a redis-server run with compose's options:
+    all start and become ready, writes need the key, the roles deployment learns through its
+    learner and replicas, and the two deployments never see each other's models."""
+    services = compose["services"]
+    command = services["redis"]["command"]
+    assert command[:3] == ["redis-server", "--appendonly", "yes"]
+    redis_server = RedisServer(tmp_path, appendfsync=command[command.index("--appendfsync") + 1])
+    redis_server.start()
+    key = "deploy-test-key"
+    processes = {}
+    for name in ("lorentztron", "learner", "api"):
+        environment = {
+            variable: interpolate(value, {"LORENTZTRON_WRITE_KEYS": key})
+            for variable, value in services[name]["environment"].items()
+        }
+        environment |= {
+            "LORENTZTRON_REDIS_URL": redis_server.url,
+            "LORENTZTRON_HOST": "127.0.0.1",
+            "LORENTZTRON_LOG_LEVEL": "warning",
+        }
+        replicas = services[name].get("deploy", {}).get("replicas", 1)
+        for i in range(replicas):
+            processes[f"{name}-{i}"] = ServiceProcess(environment, tmp_path / f"{name}-{i}.log")
+    try:
+        starting = [threading.Thread(target=p.start) for p in processes.values()]
+        for thread in starting:
+            thread.start()
+        for thread in starting:
+            thread.join()
+        for name, process in processes.items():
+            assert httpx.get(f"{process.url}/readyz").status_code == 200, name
+        auth = {"Authorization": f"Bearer {key}"}
+        single, learner = processes["lorentztron-0"].url, processes["learner-0"].url
+        api = [processes["api-0"].url, processes["api-1"].url]
+        spec = {"kind": "linear-pa", "input": {"n_features": 2}}
+        assert httpx.post(f"{single}/v1/models", json={"name": "solo", **spec}).status_code == 401
+        for url, name in ((single, "solo"), (api[0], "shared")):
+            response = httpx.post(f"{url}/v1/models", json={"name": name, **spec}, headers=auth)
+            assert response.status_code == 201, response.text
+
+        def names(url: str) -> set[str]:
+            return {m["name"] for m in httpx.get(f"{url}/v1/models").json()["models"]}
+
+        def versions() -> list[int | None]:
+            answers = [httpx.get(f"{url}/v1/models/shared") for url in api]
+            return [a.json()["version"] if a.status_code == 200 else None for a in answers]
+
+        def wait_for(expected: list[int]) -> None:
+            deadline = time.monotonic() + 30
+            while versions() != expected:
+                assert time.monotonic() < deadline, versions()
+                time.sleep(0.1)
+
+        wait_for([0, 0])  # created on one replica, published to the other
+        body = {"examples": [{"x": [1.0, 0.5], "label": 1}, {"x": [-1.0, 0.2], "label": -1}]}
+        response = httpx.post(f"{api[1]}/v1/models/shared/feedback", json=body, headers=auth)
+        assert response.status_code == 200 and response.json()["logged"] == 2, response.text
+        wait_for([1, 1])  # learned by the learner, published, loaded by both
+        assert names(single) == {"solo"}
+        assert names(learner) == names(api[0]) == names(api[1]) == {"shared"}
+    finally:
+        for process in processes.values():
+            process.stop()
+        redis_server.stop()
