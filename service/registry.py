@@ -516,6 +516,7 @@ class LiveModel:
         With a feedback log the batch is appended to it first, under the writer lock (log
         order is learning order); if the append fails the request is refused (503) and
         nothing is learned. In the ``api`` role (``log_only``) the batch is only appended."""
+        check_norms(batch)
         record = encode_record(batch, targets) if self.journal is not None else None
         with self.lock.write():
             if record is not None:
@@ -568,13 +569,25 @@ class LiveModel:
             raise LogUnavailable(f"log record {position} of {self.name}: {error}") from None
         try:
             self._learn(batch, targets)
-        except ValueError as error:  # refused live too (e.g. a float64 overflow)
+        except APIError as error:  # refused live too (e.g. a float64 overflow)
             log.warning("replay of %s: record %s refused: %s", self.name, position, error)
         self.log_position = position
         self.records_since_snapshot += 1
 
     def _learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
-        """Learn a validated batch (writer lock held by the caller)."""
+        """Learn a validated batch (writer lock held by the caller). A model that refuses an
+        example (a score overflowing float64) answers 422; the rows before it may have been
+        learned (the message says so), and the version moves on so that a snapshot sees it.
+        Replay meets the same refusal at the same row, so recovery stays exact."""
+        try:
+            return self._learn_rows(batch, targets)
+        except ValueError as error:
+            self.version += 1
+            raise APIError(
+                422, "unlearnable_example", f"the model refused an example: {error}"
+            ) from None
+
+    def _learn_rows(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         squared = None
         if self.regression or self.binary:
             y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
@@ -748,6 +761,30 @@ def is_ordinal(spec: CreateModel) -> bool:
 
 def _sigmoid(scores: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * scores))  # overflow-free logistic
+
+
+def check_norms(batch: CSRBatch) -> None:
+    """Refuse (422) an example whose squared norm overflows float64: every model's update
+    divides by it, so no model can learn it. Checked before anything is logged or learned."""
+    if not batch.values.shape[0]:
+        return
+    with np.errstate(over="ignore"):
+        squares = batch.values * batch.values
+        finite = np.isfinite(squares)
+        if finite.all():
+            sums = np.add.reduceat(squares, batch.indptr[:-1].clip(max=squares.shape[0] - 1))
+            finite_rows = np.isfinite(sums) | (np.diff(batch.indptr) == 0)
+            if finite_rows.all():
+                return
+            row = int(np.flatnonzero(~finite_rows)[0])
+        else:
+            row = int(np.searchsorted(batch.indptr, np.flatnonzero(~finite)[0], "right") - 1)
+    raise APIError(
+        422,
+        "invalid_input",
+        f"row {row}: the example's squared norm overflows float64 (values too large)",
+        {"row": row},
+    )
 
 
 def batch_rows(batch: CSRBatch) -> list[Row]:

@@ -86,3 +86,55 @@ def test_progressive_metrics_windows():
     big = Progressive(window=2, loss="hinge")
     big.update(np.array([False, False, True, True, True]), np.zeros(5))
     assert big.summary()["recent_accuracy"] == 1.0
+
+
+def _live_with_log(tmp_path, **spec):
+    from service.feedback_log import FileLog
+    from service.registry import LiveModel, build_estimator
+    from service.schemas import CreateModel
+
+    spec = CreateModel.model_validate(
+        {"name": "m", "kind": "dos", "params": {"rank": 1}, "input": {"n_features": 2}, **spec}
+    )
+    journal = FileLog(tmp_path, fsync="none")
+    estimator = build_estimator(spec, 50_000, 1 << 20)
+    return LiveModel(name="m", spec=spec, estimator=estimator, metrics_window=10, journal=journal)
+
+
+def test_values_whose_norm_overflows_are_refused_before_the_log(tmp_path):
+    from core.base import state_digest
+    from core.features import batch_from_rows
+    from service.errors import APIError
+
+    live = _live_with_log(tmp_path)
+    before = state_digest(live.estimator.get_state())
+    rows = [(np.array([0, 1]), np.array([1.0, 2.0])), (np.array([0]), np.array([1e200]))]
+    with pytest.raises(APIError) as refused:
+        live.learn_batch(batch_from_rows(rows), np.array([1, 0]))
+    assert refused.value.status == 422 and "row 1" in refused.value.message
+    assert list(live.journal.read_after("m", None)) == []
+    assert state_digest(live.estimator.get_state()) == before and live.version == 0
+
+
+def test_a_refused_update_is_replayed_the_same_way(tmp_path):
+    """A score that overflows float64 is refused by the model after the record is logged: the
+    request gets a 422, and replaying the log reproduces the same state and version."""
+    from core.base import state_digest
+    from core.features import batch_from_rows
+    from service.errors import APIError
+
+    live = _live_with_log(tmp_path)
+    state = live.estimator.get_state()
+    for name in ("live.U_", "live.V_"):
+        state["arrays"][name] = np.array([[1e160, 0.0, 0.0]]) * (name == "live.U_")
+    live.estimator.set_state(state)
+    rows = [(np.array([0, 1]), np.array([1.0, 1.0]))]
+    with pytest.raises(APIError) as refused:
+        live.learn_batch(batch_from_rows(rows), np.array([0]))
+    assert refused.value.status == 422 and refused.value.code == "unlearnable_example"
+    live.learn_batch(batch_from_rows([(np.array([1]), np.array([0.5]))]), np.array([1]))
+    replayed = _live_with_log(tmp_path)
+    replayed.estimator.set_state(state)
+    assert replayed.replay(replayed.journal.read_after("m", None)) == 2
+    assert replayed.version == live.version == 2
+    assert state_digest(replayed.estimator.get_state()) == state_digest(live.estimator.get_state())
