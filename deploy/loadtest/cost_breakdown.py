@@ -6,12 +6,14 @@ directly instead, with the CPU clock of the calling thread (or of the process, f
 that hand work to the thread pool), and keeps the fastest of several repeats, so that other
 processes on the machine inflate the figures as little as possible:
 
-- the whole ASGI app (routing, dependencies, middleware, logging, metrics, thread-pool hop,
-  handler, response validation and serialisation) called directly, without sockets;
+- the whole ASGI app (middleware, logging, metrics, the fast path of the hot endpoints or
+  FastAPI's routing and dependencies, thread-pool hop, handler, serialisation) called
+  directly, without sockets, with the fast path on (the default) and off;
 - the pieces: request parsing and validation (pydantic), feature validation, the model
   call (numba kernels), the prediction-id cache, the response model, the JSON access-log
-  line, the Prometheus updates, one thread-pool round trip, and HTTP/1.1 framing with h11
-  (what uvicorn's protocol does around it, without its event-loop plumbing);
+  line, the Prometheus updates, one thread-pool round trip (anyio's and the service's),
+  and HTTP/1.1 framing with h11 (what uvicorn's protocol does around it, without its
+  event-loop plumbing);
 - for bulk feedback: svmlight parsing, batch validation and learning, with and without the
   time-averaging fold (``running_average`` over the whole state, every ``interval`` examples).
 
@@ -58,6 +60,7 @@ from service.schemas import (  # noqa: E402
     PredictRequest,
     PredictResponse,
 )
+from service.threads import run_sync  # noqa: E402
 
 
 def timed(function, n: int, repeats: int, clock=time.thread_time) -> float:
@@ -228,22 +231,30 @@ def route_shape_app() -> FastAPI:
 
 
 async def hops_of(function) -> float:
-    """How many times one call hands work to the thread pool (sync dependencies, sync
-    endpoints and their response validation each take one round trip)."""
+    """How many times one call hands work to a thread (anyio's pool, as FastAPI's sync
+    dependencies and endpoints do, or the service's executor through
+    ``loop.run_in_executor``)."""
     from anyio._backends._asyncio import AsyncIOBackend
 
     original = AsyncIOBackend.__dict__["run_sync_in_worker_thread"]
+    loop = asyncio.get_running_loop()
     count = [0]
 
     async def counting(cls, *args, **kwargs):
         count[0] += 1
         return await original.__func__(cls, *args, **kwargs)
 
+    def counting_executor(executor, function, *args):
+        count[0] += 1
+        return type(loop).run_in_executor(loop, executor, function, *args)
+
     AsyncIOBackend.run_sync_in_worker_thread = classmethod(counting)
+    loop.run_in_executor = counting_executor
     try:
         await function()
     finally:
         AsyncIOBackend.run_sync_in_worker_thread = original
+        del loop.run_in_executor
     return count[0] / 1e6  # put() reports microseconds
 
 
@@ -283,7 +294,36 @@ async def measure(args) -> dict:
                 handler.setStream(null)
         async with app.router.lifespan_context(app):
             await _measure_app(app, workload, args, put)
+        settings = Settings(
+            snapshot_dir=directory + "/off", snapshot_interval=3600, fast_path=False
+        )
+        off = create_app(settings)
+        async with off.router.lifespan_context(off):
+            await _measure_routes(off, workload, args, put)
     return results
+
+
+async def _measure_routes(app, workload: loadgen.Workload, args, put) -> None:
+    """The hot endpoints through FastAPI's routes (the setting fast_path off)."""
+    spec = json.dumps(workload.model_spec("m")).encode()
+    assert await asgi_call(app, "POST", "/v1/models", spec, "application/json") == 201
+    print("whole ASGI app with the fast path off (FastAPI routing and dependencies):")
+    for name, path, bodies in (
+        ("POST predict, 1 instance, fast path off", "/v1/models/m/predict",
+         workload.predict_bodies),
+        ("POST feedback, 1 example (JSON), fast path off", "/v1/models/m/feedback",
+         workload.feedback_bodies),
+    ):  # fmt: skip
+        k = [0]
+
+        async def run(path=path, bodies=bodies, k=k):
+            k[0] = (k[0] + 1) % len(bodies)
+            status = await asgi_call(app, "POST", path, bodies[k[0]], "application/json")
+            assert status == 200, status
+
+        for _ in range(50):
+            await run()
+        put("app", name, await timed_async(run, args.n, args.repeats))
 
 
 async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
@@ -396,8 +436,16 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     async def hop():
         await anyio.to_thread.run_sync(lambda: None)
 
+    async def executor_hop():
+        await run_sync(components.executor, lambda: None)
+
     put(
         "predict", "thread-pool round trip (anyio, process CPU)", await timed_async(hop, n, repeats)
+    )
+    put(
+        "predict",
+        "thread-pool round trip (service.threads: run_in_executor, process CPU)",
+        await timed_async(executor_hop, n, repeats),
     )
 
     print("feedback pieces (thread CPU):")
