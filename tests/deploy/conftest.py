@@ -1,12 +1,14 @@
-"""A live monitoring stack for the deploy tests: two real services (uvicorn on loopback) and a
-real Prometheus with the project's scrape config and rules, its targets rewritten to the
-test ports, after realistic traffic.
+"""A live monitoring stack for the deploy tests: real services on loopback and a real
+Prometheus with the project's scrape config and rules, its targets rewritten to the test
+ports, after realistic traffic.
 
-Instance ``healthy`` snapshots every second. Instance ``troubled`` cannot write the
-snapshots of model ``spam`` once it is created (a file then stands where its folder goes),
-so its snapshot requests fail with 503; its models are then fed flipped labels over a
-short metrics window (an accuracy drop). A third target never answers. So some alerts
-really fire, and every series the dashboard plots exists.
+Job ``lorentztron`` (the all-in-one service) has two instances. ``healthy`` snapshots every
+second. ``troubled`` cannot write the snapshots of model ``spam`` once it is created (a file
+then stands where its folder goes), so its snapshot requests fail with 503; its models are
+then fed flipped labels over a short metrics window (an accuracy drop). A third target never
+answers. Job ``lorentztron-roles`` (the compose ``roles`` profile) is a learner and an api
+replica, as processes, on a real redis-server; feedback goes through the replica. So some
+alerts really fire, and every series the dashboard plots exists.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from service.history import History
 from service.main import create_app
 from service.metrics import Metrics
 from tests.service import traffic
-from tests.service.conftest import free_port
+from tests.service.conftest import RedisServer, free_port
+from tests.service.server import ServiceProcess
 from tests.service.test_end_to_end import ServerThread
 from tests.system import require_program
 
@@ -40,6 +43,7 @@ SCRAPE_INTERVAL = "1s"
 #: traffic even when the machine is slow
 RATE_INTERVAL = "1m"
 SERVICE_JOB = "lorentztron"
+ROLES_JOB = "lorentztron-roles"
 
 
 @pytest.fixture(scope="session")
@@ -48,10 +52,13 @@ def promtool() -> str:
     return require_program("promtool", "prometheus")
 
 
-def rewrite_config(config: dict, targets: dict[str, list[str]], rule_file: Path) -> dict:
-    """The project's config for a test: fast scrapes, absolute rule paths, and every static
-    target replaced by the test addresses of the same name; jobs discovered by DNS (the
-    roles profile) are left out, since their names only exist in Docker's network."""
+def rewrite_config(
+    config: dict, targets: dict[str, list[str]], discovered: dict[str, list[str]], rules: Path
+) -> dict:
+    """The project's config for a test: fast scrapes, absolute rule paths, every static
+    target replaced by the test addresses of the same name, and every name found by DNS
+    (Docker's, in the compose network) replaced by static targets labelled as the DNS
+    relabelling would (``role`` = the name)."""
     config = dict(config)
     config["global"] = {
         **config.get("global", {}),
@@ -59,16 +66,21 @@ def rewrite_config(config: dict, targets: dict[str, list[str]], rule_file: Path)
         "scrape_timeout": SCRAPE_INTERVAL,
         "evaluation_interval": SCRAPE_INTERVAL,
     }
-    config["rule_files"] = [str(rule_file)]
+    config["rule_files"] = [str(rules)]
     jobs = []
     for job in config["scrape_configs"]:
-        if "static_configs" not in job:
-            continue
         job = dict(job)
-        job["static_configs"] = [
-            {**group, "targets": [t for target in group["targets"] for t in targets[target]]}
-            for group in job["static_configs"]
-        ]
+        if "static_configs" in job:
+            job["static_configs"] = [
+                {**group, "targets": [t for target in group["targets"] for t in targets[target]]}
+                for group in job["static_configs"]
+            ]
+        for dns in job.pop("dns_sd_configs", []):
+            relabels = job.pop("relabel_configs")
+            assert relabels == [{"source_labels": ["__meta_dns_name"], "target_label": "role"}]
+            job["static_configs"] = [
+                {"targets": discovered[name], "labels": {"role": name}} for name in dns["names"]
+            ]
         jobs.append(job)
     config["scrape_configs"] = jobs
     return config
@@ -78,10 +90,10 @@ def rewrite_config(config: dict, targets: dict[str, list[str]], rule_file: Path)
 class LiveStack:
     prometheus: httpx.Client
     models: list[str]
+    #: instance address by name: healthy, troubled, dead, learner, api
     instances: dict[str, str]
-    dead: str
     #: queries are evaluated at this moment, right after the traffic
-    time: float
+    time: float = 0.0
 
     def query(self, expr: str) -> list[dict]:
         response = self.prometheus.get("/api/v1/query", params={"query": expr, "time": self.time})
@@ -103,6 +115,71 @@ def _wait(predicate, seconds: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _address(url: str) -> str:
+    return url.removeprefix("http://")
+
+
+def _in_threads(*calls) -> None:
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _drive_roles(api_url: str) -> None:
+    """Feedback through the api replica (logged, learned by the learner, published)."""
+    with httpx.Client(base_url=api_url, timeout=30) as http:
+        traffic.create_models(http)
+        _wait(lambda: http.get("/v1/models/spam").status_code == 200, 30, "the replica")
+        traffic.drive(http, 8.0, seed=2, pause=0.1)
+
+
+class Prometheus:
+    def __init__(self, binary: str, promtool: str, config: dict, directory: Path, port: int):
+        self.config_file = directory / "prometheus.yml"
+        self.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        check = subprocess.run(
+            [promtool, "check", "config", str(self.config_file)], capture_output=True, text=True
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+        self.log_path = directory / "prometheus.log"
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={self.config_file}",
+                f"--storage.tsdb.path={directory / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+
+    def wait_scraping(self, addresses: set[str]) -> None:
+        def ready():
+            try:
+                return self.client.get("/-/ready").status_code == 200
+            except httpx.HTTPError:
+                assert self.process.poll() is None, self.log_path.read_text()
+                return False
+
+        def scraping():  # targets are picked up a few seconds after start
+            targets = self.client.get("/api/v1/targets").json()["data"]["activeTargets"]
+            return addresses <= {t["labels"]["instance"] for t in targets if t["health"] == "up"}
+
+        _wait(ready, 30, "Prometheus to start")
+        _wait(scraping, 30, "the first scrapes")
+
+    def stop(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+
 @pytest.fixture(scope="session")
 def live_stack(tmp_path_factory, promtool):
     prometheus_binary = require_program("prometheus", "prometheus")
@@ -122,55 +199,35 @@ def live_stack(tmp_path_factory, promtool):
     )
     for app in (healthy, troubled):
         app.state.history = History(app.state.metrics, interval=1.0)
-    with ServerThread(healthy) as a, ServerThread(troubled) as b:
-        prometheus_port = free_port()
-        dead = f"127.0.0.1:{free_port()}"  # nothing listens there
-        instances = {"healthy": f"127.0.0.1:{a.port}", "troubled": f"127.0.0.1:{b.port}"}
-        original = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
-        config = rewrite_config(
-            original,
-            {
-                "lorentztron:8000": [instances["healthy"], instances["troubled"], dead],
-                "localhost:9090": [f"127.0.0.1:{prometheus_port}"],
-            },
-            DEPLOY / "prometheus" / "rules.yml",
-        )
-        config_file = tmp / "prometheus.yml"
-        config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-        check = subprocess.run(
-            [promtool, "check", "config", str(config_file)], capture_output=True, text=True
-        )
-        assert check.returncode == 0, check.stdout + check.stderr
-        log = (tmp / "prometheus.log").open("w")
-        process = subprocess.Popen(
-            [
-                prometheus_binary,
-                f"--config.file={config_file}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{prometheus_port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        prometheus = httpx.Client(base_url=f"http://127.0.0.1:{prometheus_port}", timeout=10)
-        try:
-
-            def ready():
-                try:
-                    return prometheus.get("/-/ready").status_code == 200
-                except httpx.HTTPError:
-                    assert process.poll() is None, (tmp / "prometheus.log").read_text()
-                    return False
-
-            _wait(ready, 30, "Prometheus to start")
-
-            def scraping():  # targets are picked up a few seconds after start
-                targets = prometheus.get("/api/v1/targets").json()["data"]["activeTargets"]
-                up = {t["labels"]["instance"] for t in targets if t["health"] == "up"}
-                return set(instances.values()) <= up
-
-            _wait(scraping, 30, "the first scrapes")
+    redis_server = RedisServer(tmp)
+    redis_server.start()
+    roles = {"LORENTZTRON_REDIS_URL": redis_server.url, "LORENTZTRON_LOG_LEVEL": "warning"}
+    learner = ServiceProcess({**roles, "LORENTZTRON_ROLE": "learner"}, tmp / "learner.log")
+    api = ServiceProcess({**roles, "LORENTZTRON_ROLE": "api"}, tmp / "api.log")
+    prometheus = None
+    try:
+        _in_threads(learner.start, api.start)
+        with ServerThread(healthy) as a, ServerThread(troubled) as b:
+            instances = {
+                "healthy": _address(a.url),
+                "troubled": _address(b.url),
+                "dead": f"127.0.0.1:{free_port()}",  # nothing listens there
+                "learner": _address(learner.url),
+                "api": _address(api.url),
+            }
+            prometheus_port = free_port()
+            config = rewrite_config(
+                yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text()),
+                {
+                    "lorentztron:8000": [instances[k] for k in ("healthy", "troubled", "dead")],
+                    "localhost:9090": [f"127.0.0.1:{prometheus_port}"],
+                },
+                {"learner": [instances["learner"]], "api": [instances["api"]]},
+                DEPLOY / "prometheus" / "rules.yml",
+            )
+            prometheus = Prometheus(prometheus_binary, promtool, config, tmp, prometheus_port)
+            live = {instances[k] for k in ("healthy", "troubled", "learner", "api")}
+            prometheus.wait_scraping(live)
             with (
                 httpx.Client(base_url=a.url, timeout=30) as http_a,
                 httpx.Client(base_url=b.url, timeout=30) as http_b,
@@ -181,18 +238,19 @@ def live_stack(tmp_path_factory, promtool):
                 blocked = tmp / "b" / "snapshots" / "spam"
                 shutil.rmtree(blocked, ignore_errors=True)
                 blocked.write_text("a file where the model's folder goes")
-                # the healthy instance takes most of the traffic; the troubled one is asked
-                # for a snapshot every round (503s) and then learns flipped labels
-                background = threading.Thread(
-                    target=traffic.drive, args=(http_a, 8.0), kwargs={"pause": 0.05}
+
+                def troubles():
+                    # a snapshot request every round (503s), then flipped labels for about
+                    # one metrics window, then silence: the recent accuracy stays down
+                    traffic.drive(http_b, 4.0, seed=1, snapshot_every=1, pause=0.1)
+                    traffic.drive(http_b, 1.5, seed=1, snapshot_every=1, pause=0.1, flip=True)
+
+                _in_threads(
+                    lambda: traffic.drive(http_a, 8.0, pause=0.05),
+                    troubles,
+                    lambda: _drive_roles(api.url),
                 )
-                background.start()
-                traffic.drive(http_b, 4.0, seed=1, snapshot_every=1, pause=0.1)
-                # about one metrics window of the flipped concept, then silence: the
-                # recent accuracy stays down
-                traffic.drive(http_b, 1.5, seed=1, snapshot_every=1, pause=0.1, flip=True)
-                background.join()
-            stack = LiveStack(prometheus, models, instances, dead, time.time())
+            stack = LiveStack(prometheus.client, models, instances)
 
             # the rules have been evaluated on the new data, and the last scrape is in
             def alerting():
@@ -201,11 +259,12 @@ def live_stack(tmp_path_factory, promtool):
 
             _wait(alerting, 20, "the accuracy-drop alert")
             yield stack
-        finally:
-            prometheus.close()
-            process.terminate()
-            process.wait(timeout=30)
-            log.close()
+    finally:
+        if prometheus is not None:
+            prometheus.stop()
+        for process in (api, learner):
+            process.stop()
+        redis_server.stop()
 
 
 # -- PromQL helpers ------------------------------------------------------------------------

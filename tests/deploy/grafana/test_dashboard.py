@@ -13,6 +13,7 @@ from service.metrics import Metrics
 from tests.deploy.conftest import (
     DEPLOY,
     RATE_INTERVAL,
+    ROLES_JOB,
     ROOT,
     SERVICE_JOB,
     exported_metric_names,
@@ -39,6 +40,8 @@ REQUIRED_METRICS = {
     "lorentztron_snapshot_age_seconds",
     "lorentztron_snapshot_duration_seconds_bucket",
     "lorentztron_snapshot_failures_total",
+    "lorentztron_freshness_seconds_bucket",  # the roles profile
+    "lorentztron_log_unsnapshotted_records",
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
 }
@@ -61,9 +64,10 @@ def variables(board: dict) -> dict[str, dict]:
 
 
 def substitute(expr: str, models: list[str]) -> str:
-    """What Grafana sends for the test's selection: one job, the test's models."""
+    """What Grafana sends for the test's selection: every job (the all-in-one service and
+    the roles deployment), the test's models."""
     values = {
-        "job": SERVICE_JOB,
+        "job": f"{SERVICE_JOB}|{ROLES_JOB}",
         "model": "|".join(models),
         "__rate_interval": RATE_INTERVAL,
         "__interval": "1s",
@@ -150,7 +154,8 @@ def test_every_query_returns_data(live_stack):
 
 def test_variables_list_the_test_models(live_stack):
     board = dashboard()
-    for name, expected in (("job", {SERVICE_JOB}), ("model", set(live_stack.models))):
+    jobs = {SERVICE_JOB, ROLES_JOB}
+    for name, expected in (("job", jobs), ("model", set(live_stack.models))):
         query = substitute(variables(board)[name]["query"], live_stack.models)
         metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
         response = live_stack.prometheus.get(

@@ -4,12 +4,19 @@ rules return data and the problems staged by the live stack raise their alerts."
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
 import yaml
 
-from tests.deploy.conftest import DEPLOY, SERVICE_JOB, exported_metric_names, metric_names
+from tests.deploy.conftest import (
+    DEPLOY,
+    ROLES_JOB,
+    SERVICE_JOB,
+    exported_metric_names,
+    metric_names,
+)
 
 CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 RULES = DEPLOY / "prometheus" / "rules.yml"
@@ -83,7 +90,7 @@ def test_staged_problems_raise_their_alerts(live_stack):
         by_name.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
     troubled = live_stack.instances["troubled"]
     # a target that does not answer
-    assert live_stack.dead in {a["instance"] for a in by_name["LorentztronDown"]}
+    assert live_stack.instances["dead"] in {a["instance"] for a in by_name["LorentztronDown"]}
     # the troubled instance cannot snapshot `spam`; the healthy one snapshots everything
     failing = {(a["instance"], a["model"]) for a in by_name["LorentztronSnapshotFailures"]}
     assert failing == {(troubled, "spam")}
@@ -100,3 +107,17 @@ def test_staged_problems_raise_their_alerts(live_stack):
         "LorentztronHighErrorRate",
         "LorentztronAccuracyDrop",
     }
+
+
+def test_roles_deployment_is_scraped_by_role_and_compared_across_processes(live_stack):
+    up = live_stack.query(f'up{{job="{ROLES_JOB}"}}')
+    assert {(u["metric"]["role"], u["value"][1]) for u in up} == {("learner", "1"), ("api", "1")}
+    behind = live_stack.query(f'lorentztron:model_version:behind_newest{{job="{ROLES_JOB}"}}')
+    compared = {(b["metric"]["role"], b["metric"]["model"]) for b in behind}
+    assert compared == {(role, m) for role in ("learner", "api") for m in live_stack.models}
+    # the replica measured how fresh what it serves is (speed is not asserted here)
+    p99 = live_stack.query(
+        f"histogram_quantile(0.99, sum by (le) (rate(lorentztron_freshness_seconds_bucket"
+        f'{{job="{ROLES_JOB}"}}[1m])))'
+    )
+    assert p99 and math.isfinite(float(p99[0]["value"][1]))
