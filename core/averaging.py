@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.align import ALIGNMENTS, running_average
-from core.base import Estimator
+from core.base import Estimator, _plain, params_spec
 
 
 class Averaged(Estimator):
@@ -123,7 +123,7 @@ class Averaged(Estimator):
                 self.average_.set_state(self._fold(self._average_state(), self._m()))
                 self.n_averaged_ += 1
             return result
-        backup = self.live_.get_state()
+        backup = _state(self.live_, order="K")
         average = self._average_state()
         n_seen, n_averaged = self.n_seen_, self.n_averaged_
         results = []
@@ -144,10 +144,10 @@ class Averaged(Estimator):
 
     def _fold(self, average, m: int):
         """The running average with the live model folded in as the m-th snapshot."""
-        return running_average(average, self.live_.get_state(), m, self.alignment)
+        return running_average(average, _state(self.live_), m, self.alignment)
 
     def _average_state(self):
-        return self.average_.get_state() if self.n_averaged_ else None
+        return _state(self.average_) if self.n_averaged_ else None
 
     def _m(self) -> int:
         return self.n_averaged_ + 1
@@ -187,6 +187,46 @@ class Averaged(Estimator):
     def classes_(self):
         """The wrapped model's labels."""
         return self.live_.classes_
+
+
+def _state(model: Estimator, order: str = "C") -> dict:
+    """``model.get_state()``, faster: the same dict of the same values.
+
+    ``order="C"`` gives exactly ``get_state()`` (C-contiguous copies), with the copies of
+    non-contiguous 2-D arrays made a block of columns at a time: DoS models hold ``U_`` and
+    ``V_`` as transposed views of one ``(n_features + 1, 2 rank)`` buffer, and numpy's
+    one-pass transposing copy re-reads that buffer from memory once per row (3x slower at
+    2^18 features). ``order="K"`` copies each array in its own layout (a plain copy, for a
+    rollback through ``set_state``, which only needs the values)."""
+    copy = _copy_c if order == "C" else (lambda array: np.array(array, order="K", copy=True))
+    return {
+        "kind": type(model).__name__,
+        "params": params_spec(model),
+        "arrays": {name: copy(array) for name, array in model.arrays()},
+        "scalars": _scalars(model),
+    }
+
+
+#: columns per block of the transposing copy (a block of a DoS buffer stays in cache)
+_COPY_BLOCK = 1024
+
+
+def _copy_c(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``array``."""
+    if array.ndim != 2 or array.flags.c_contiguous:
+        return np.array(array, order="C", copy=True)
+    out = np.empty(array.shape, dtype=array.dtype)
+    for start in range(0, array.shape[1], _COPY_BLOCK):
+        out[:, start : start + _COPY_BLOCK] = array[:, start : start + _COPY_BLOCK]
+    return out
+
+
+def _scalars(model: Estimator) -> dict:
+    """The ``scalars`` of ``model.get_state()``, sub-models' with their dotted prefixes."""
+    scalars = {name: _plain(getattr(model, name)) for name in model._scalars}
+    for prefix, child in model._children():
+        scalars.update({f"{prefix}.{k}": v for k, v in _scalars(child).items()})
+    return scalars
 
 
 def _averageable(model: Estimator) -> bool:

@@ -271,3 +271,35 @@ def test_models_whose_state_is_not_a_weight_vector_are_refused():
         Averaged(model=PQR(n_features=3, k=1))
     with pytest.raises(ValueError, match="cannot be time-averaged"):
         Averaged(model=OneVsRest(base=PQR(n_features=3, k=1), classes=[0, 1, 2]))
+
+
+@pytest.mark.parametrize("name", [*FACTORIES, "dos-wide"])
+def test_fast_state_copies_are_get_state(name):
+    """The fold's copies (C order, a block of columns at a time) and the rollback's (each
+    array's own layout) hold exactly what get_state gives."""
+    from core.averaging import _state
+
+    if name == "dos-wide":  # more columns than one copy block, U_ and V_ transposed views
+        model = Averaged(model=DoSClassifier(n_features=2500, rank=3, seed=4), interval=5)
+        X = np.random.default_rng(0).standard_normal((12, 2500))
+        y = np.where(X[:, 0] > 0, 1, -1)
+    else:
+        model = FACTORIES[name]()
+        X, y = binary_stream()
+    model.learn_many(X, y)
+    for estimator in (model, model.live_, model.average_):
+        expected, before = estimator.get_state(), digest(estimator)
+        for order in ("C", "K"):
+            state = _state(estimator, order)
+            assert {k: state[k] for k in ("kind", "params", "scalars")} == {
+                k: expected[k] for k in ("kind", "params", "scalars")
+            }
+            assert state["arrays"].keys() == expected["arrays"].keys()
+            for key, array in expected["arrays"].items():
+                copy = state["arrays"][key]
+                assert copy.dtype == array.dtype and copy.shape == array.shape
+                assert np.array_equal(copy, array) and not np.shares_memory(copy, array)
+                if order == "C":
+                    assert copy.flags.c_contiguous and copy.tobytes() == array.tobytes()
+            estimator.set_state(state)
+            assert digest(estimator) == before
