@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from core.kernels.align import _align_light_cone, _align_running_mean, _align_unboost
+
 Pair = tuple[np.ndarray, np.ndarray]
 
 
@@ -133,7 +135,14 @@ def min_norm_boost(U, V) -> tuple[np.ndarray, np.ndarray, float]:
     inf
     """
     U, V = _check_pair(U, V)
-    S, D = U + V, U - V
+    # one pass each for C-contiguous pairs (states), numpy's expressions otherwise (views
+    # keep the memory layout that numpy gives their temporaries, and so the norms' sums)
+    fused = U.flags.c_contiguous and V.flags.c_contiguous
+    if fused:
+        S, D = np.empty(U.shape), np.empty(U.shape)
+        _align_light_cone(U, V, S, D)
+    else:
+        S, D = U + V, U - V
     norm_s, norm_d = float(np.linalg.norm(S)), float(np.linalg.norm(D))
     if norm_s == 0.0 and norm_d == 0.0:
         return np.zeros_like(U), np.zeros_like(V), 0.0
@@ -141,9 +150,12 @@ def min_norm_boost(U, V) -> tuple[np.ndarray, np.ndarray, float]:
         return np.zeros_like(U), np.zeros_like(V), math.inf if norm_d == 0.0 else -math.inf
     # ratios of square roots, not the square root of a ratio: |S| / |D| may overflow
     root_s, root_d = math.sqrt(norm_s), math.sqrt(norm_d)
+    phi = math.log(root_s) - math.log(root_d)
+    if fused:
+        _align_unboost(S, D, root_d / root_s, root_s / root_d)
+        return S, D, phi
     S = S * (root_d / root_s)
     D = D * (root_s / root_d)
-    phi = math.log(root_s) - math.log(root_d)
     return 0.5 * (S + D), 0.5 * (S - D), phi
 
 
@@ -322,7 +334,12 @@ def aligned_average(average, new, m: int, method: str = "paper") -> Pair:
     if average is None:
         raise ValueError("average is required when m > 1")
     (U2, V2), (U1, V1) = align(average, new, method)
-    return U1 + (U2 - U1) / m, V1 + (V2 - V1) / m
+    if not all(a.flags.c_contiguous for a in (U1, V1, U2, V2)):
+        return U1 + (U2 - U1) / m, V1 + (V2 - V1) / m
+    U, V = np.empty(U1.shape), np.empty(V1.shape)
+    _align_running_mean(U1, U2, m, U)  # U1 + (U2 - U1) / m, in one pass
+    _align_running_mean(V1, V2, m, V)
+    return U, V
 
 
 def _dos_pairs(arrays: dict[str, np.ndarray]) -> dict[str, str]:

@@ -7,6 +7,7 @@ agreement means something.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -450,3 +451,20 @@ def parse_svmlight(data: bytes, n_features=None, source: str = "<bytes>"):
     X.sum_duplicates()
     X.eliminate_zeros()
     return X, np.asarray(labels, dtype=np.float64)
+
+
+# -- alignment (core.align, core/kernels/align.py) ----------------------------------------------
+def min_norm_boost(U, V):
+    """Eq (16) in light-cone coordinates with one numpy temporary per operation: the
+    expressions that ``core.kernels.align`` fuses (same values, bit for bit)."""
+    S, D = U + V, U - V
+    root_s = math.sqrt(float(np.linalg.norm(S)))
+    root_d = math.sqrt(float(np.linalg.norm(D)))
+    S = S * (root_d / root_s)
+    D = D * (root_s / root_d)
+    return 0.5 * (S + D), 0.5 * (S - D)
+
+
+def running_mean(previous, new, m: int):
+    """Eq (28) for one array."""
+    return previous + (new - previous) / m

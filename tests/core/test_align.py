@@ -504,3 +504,26 @@ def test_canonical_degenerate_inputs():
     assert_same_classifier((A, B), (wide, wide[::-1] * 0.5))
     with pytest.raises(ValueError, match="method"):
         align((U, U), (U, U), method="magic")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "views"])
+def test_fused_kernels_give_numpy_values_bit_for_bit(layout):
+    from tests import naive
+
+    rng = np.random.default_rng(5)
+    for scale in (1e-140, 1e-3, 1.0, 1e140):
+        W = rng.standard_normal((3001, 8)) * scale
+        W[::7] *= 1e-12  # a wide dynamic range
+        U, V = W[:, :4].T, W[:, 4:].T
+        if layout == "contiguous":
+            U, V = np.ascontiguousarray(U), np.ascontiguousarray(V)
+        U1, V1, _ = min_norm_boost(U, V)
+        U0, V0 = naive.min_norm_boost(U, V)
+        assert U1.tobytes() == U0.tobytes() and V1.tobytes() == V0.tobytes()
+        assert U1.strides == U0.strides
+        previous = (rng.standard_normal(U.shape), rng.standard_normal(U.shape))
+        (U2, V2), (R1, R2) = align(previous, (U1, V1))
+        for m in (2, 3, 7, 50_000):
+            A, B = aligned_average(previous, (U1, V1), m)
+            assert A.tobytes() == naive.running_mean(R1, U2, m).tobytes()
+            assert B.tobytes() == naive.running_mean(R2, V2, m).tobytes()
