@@ -28,7 +28,7 @@ import yaml
 
 from service.config import Settings
 from service.history import History
-from service.main import create_app
+from service.main import create_app, warm_up
 from service.metrics import Metrics
 from tests.service import traffic
 from tests.service.conftest import RedisServer, free_port
@@ -184,6 +184,9 @@ class Prometheus:
 def live_stack(tmp_path_factory, promtool):
     prometheus_binary = require_program("prometheus", "prometheus")
     tmp = tmp_path_factory.mktemp("stack")
+    # compile the kernels once, here, into the numba cache: the four services below then
+    # load them instead of compiling them four times at once on a cold cache
+    warm_up()
     healthy = create_app(
         Settings(
             snapshot_dir=tmp / "a" / "snapshots", log_dir=tmp / "a" / "log", snapshot_interval=1

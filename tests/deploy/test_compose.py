@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from service.config import Settings
+from service.main import warm_up
 from tests.deploy.conftest import DEPLOY, ROOT
 from tests.service.conftest import RedisServer
 from tests.service.server import ServiceProcess
@@ -183,6 +184,7 @@ def test_the_services_run_as_processes_with_the_compose_environment(compose, tmp
         replicas = services[name].get("deploy", {}).get("replicas", 1)
         for i in range(replicas):
             processes[f"{name}-{i}"] = ServiceProcess(environment, tmp_path / f"{name}-{i}.log")
+    warm_up()  # compiled once into the numba cache, which the processes then load
     try:
         starting = [threading.Thread(target=p.start) for p in processes.values()]
         for thread in starting:
