@@ -28,6 +28,7 @@ fast path on and off.
 
 from __future__ import annotations
 
+import asyncio
 import email.message
 import json
 
@@ -98,6 +99,7 @@ class FastPath:
     def __init__(self, app):
         self.app = app
         self._routes: dict[str, APIRoute] | None = None
+        self._turns: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
 
     async def __call__(self, scope, receive, send):
         if (
@@ -203,5 +205,18 @@ class FastPath:
         live = components.registry.get(name)
         body = await read_body(receive)
         handler = feedback.handler_for(header(scope, b"content-type") or "")
-        result = await run_sync(components.executor, handler, components, live, body)
+        # one feedback request of a model in the thread pool at a time, the others queued
+        # here in arrival order: the model has one writer anyway, and handler threads
+        # queued on its lock would all wake up at every release (a notify_all)
+        async with self._writer_turn(live.uid):
+            result = await run_sync(components.executor, handler, components, live, body)
         return JSONResponse(result)
+
+    def _writer_turn(self, uid: str) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        entry = self._turns.get(uid)
+        if entry is None or entry[0] is not loop:
+            if len(self._turns) >= 1024:  # forget idle locks (of deleted models, say)
+                self._turns = {k: v for k, v in self._turns.items() if v[1].locked()}
+            entry = self._turns[uid] = (loop, asyncio.Lock())
+        return entry[1]

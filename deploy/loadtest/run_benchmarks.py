@@ -50,6 +50,11 @@ sys.path.insert(0, str(HERE))
 
 import loadgen  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+from service.config import Settings  # noqa: E402
+
+DEFAULT_INTERVAL = Settings.model_fields["averaging_interval"].default
+
 BEGIN = "<!-- service:begin -->"
 END = "<!-- service:end -->"
 DEFAULT_MD = ROOT / "docs" / "benchmarks.md"
@@ -259,20 +264,44 @@ def target_of(name: str, args: argparse.Namespace) -> dict | None:
     return None
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all the machine's CPUs have spent busy since boot (Linux /proc/stat:
+    everything but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # user..steal, less idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_quiet(max_load: float | None, max_wait: float) -> float:
+    """Wait until the 1-minute load average is at most ``max_load`` (or ``max_wait``
+    seconds have passed); returns the seconds waited."""
+    if max_load is None:
+        return 0.0
+    started = time.monotonic()
+    while os.getloadavg()[0] > max_load and time.monotonic() - started < max_wait:
+        time.sleep(5)
+    return time.monotonic() - started
+
+
 def measure(server: Server, config: loadgen.LoadConfig, workload: loadgen.Workload) -> dict:
-    """One run, with the server's CPU time over the measured phase (warm-up excluded)."""
-    marks: list[float] = []
-    generator = loadgen.LoadGenerator(
-        config,
-        workload,
-        before_measure=lambda: marks.append(server.cpu_seconds()),
-        after_measure=lambda: marks.append(server.cpu_seconds()),
-    )
+    """One run, with the server's CPU time over the measured phase (warm-up excluded) and
+    the CPU that everything else on the machine used meanwhile."""
+    marks: list[tuple[float, float, float]] = []
+
+    def mark():
+        marks.append((server.cpu_seconds(), machine_busy_seconds(), time.process_time()))
+
+    generator = loadgen.LoadGenerator(config, workload, before_measure=mark, after_measure=mark)
     load_before = os.getloadavg()
     summary = asyncio.run(generator.run())
     summary["loadavg_before"] = [round(x, 2) for x in load_before]
     summary["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    cpu = marks[1] - marks[0]
+    cpu = marks[1][0] - marks[0][0]
+    machine = marks[1][1] - marks[0][1]
+    client = marks[1][2] - marks[0][2]
+    wall = max(summary["elapsed_s"], 1e-9)
+    # CPU used by other processes while this run was measured, in cores
+    summary["other_cpu_share"] = round(max(0.0, machine - cpu - client) / wall, 4)
     summary["server_cpu_s"] = round(cpu, 4)
     summary["server_cpu_share"] = round(cpu / max(summary["elapsed_s"], 1e-9), 4)
     bulk = config.mode == "bulk"
@@ -310,6 +339,8 @@ def aggregate(name: str, runs: list[dict], target: dict | None) -> dict:
         per: median_of(runs, per),
         "server_cpu_share": median_of(runs, "server_cpu_share"),
         "client_cpu_share": median_of(runs, "client_cpu_share"),
+        "other_cpu_share": median_of(runs, "other_cpu_share"),
+        "loadavg_before": [run["loadavg_before"][0] for run in runs],
         "send_lag_p99_ms": median_of(runs, "send_lag_ms", "p99"),
     }
     if len(runs[0]["operations"]) > 1:
@@ -347,7 +378,7 @@ def _fmt(value, digits: int = 1) -> str:
 
 def model_text(settings: dict) -> str:
     interval = settings["averaging_interval"]
-    averaging = f"{interval:,}" if interval else "10,000 (the service default)"
+    averaging = f"{interval:,}" if interval else f"{DEFAULT_INTERVAL:,} (the service default)"
     env = settings["server_env"]
     return (
         f"Model: `{settings['kind']}` rank {settings['rank']} over {settings['n_features']:,} "
@@ -431,11 +462,14 @@ def markdown(result: dict) -> str:
         ]
     client = {row["scenario"]: row["client_cpu_share"] for row in result["scenarios"]}
     server = {row["scenario"]: row["server_cpu_share"] for row in result["scenarios"]}
+    other = {row["scenario"]: row.get("other_cpu_share") for row in result["scenarios"]}
+    loads = {row["scenario"]: row.get("loadavg_before") for row in result["scenarios"]}
     lines += [
         "",
         "CPU use during the measured phase (cores, medians): "
         + "; ".join(
             f"{name} server {_fmt(server[name], 2)}, generator {_fmt(client[name], 2)}"
+            + (f", other processes {_fmt(other[name], 2)}" if other[name] is not None else "")
             for name in client
         )
         + ". The generator shares the machine's "
@@ -446,8 +480,19 @@ def markdown(result: dict) -> str:
             else " (not pinned)."
         ),
         "",
-        "Also running on the machine during the measurements (from `ps`, %CPU of one core, "
-        "sampled before each run; load average before/after each run in the JSON):",
+        "1-minute load average before each run: "
+        + "; ".join(
+            f"{name} {', '.join(f'{x:.2f}' for x in loads[name])}" for name in loads if loads[name]
+        )
+        + (
+            f" (each run waited for a load average <= {settings['max_load']:g}, at most "
+            f"{settings['max_wait']:g} s)."
+            if settings.get("max_load") is not None
+            else "."
+        ),
+        "",
+        "Also running on the machine during the measurements (from `ps`: %CPU of one core "
+        "averaged over each process's lifetime, sampled before each run):",
         "",
     ]
     lines += [f"- {p['command']} ({p['pcpu']:.0f}%)" for p in busy] or ["- nothing else busy"]
@@ -556,6 +601,12 @@ def main(argv: list[str] | None = None) -> int:
         help="extra environment of the server (e.g. OPENBLAS_NUM_THREADS=1)",
     )
     add("--pin", action="store_true", help="server on CPU 1, generator on CPU 0")
+    add(
+        "--max-load",
+        type=float,
+        help="before each run, wait until the 1-minute load average is at most this",
+    )
+    add("--max-wait", type=float, default=600.0, help="longest wait for --max-load, seconds")
     add("--note", action="append", default=[], help="a paragraph added under the tables")
     add("--notes-file", type=Path, help="markdown added under the tables")
     add("--md", type=Path, default=DEFAULT_MD)
@@ -603,10 +654,12 @@ def main(argv: list[str] | None = None) -> int:
                 workload = loadgen.Workload(config)
                 runs = []
                 for repeat in range(args.repeats):
+                    waited = wait_for_quiet(args.max_load, args.max_wait)
                     for p in busy_processes({os.getpid(), server.process.pid}):
                         busy.setdefault(p["command"], p)
                         busy[p["command"]]["pcpu"] = max(busy[p["command"]]["pcpu"], p["pcpu"])
                     summary = measure(server, config, workload)
+                    summary["waited_for_quiet_s"] = round(waited, 1)
                     runs.append(summary)
                     print(f"[{name} {repeat + 1}/{args.repeats}]")
                     print(loadgen.format_summary(summary), flush=True)
