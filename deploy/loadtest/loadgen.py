@@ -52,6 +52,7 @@ import argparse
 import asyncio
 import collections
 import dataclasses
+import gc
 import ipaddress
 import json
 import math
@@ -547,10 +548,18 @@ class LoadGenerator:
                 if config.warmup:
                     await self._phase(load, config.warmup)
                 self._ops = random.Random(config.seed + 1)
+                # what exists now (modules, the workload) is frozen out of the collector's
+                # reach: a full collection over it paused this generator for 10-20 ms, which
+                # an open loop counts as the server's latency
+                gc.collect()
+                gc.freeze()
                 if self.before_measure is not None:
                     self.before_measure()
                 cpu0, wall0 = time.process_time(), time.perf_counter()
-                stats = await self._phase(load, config.duration)
+                try:
+                    stats = await self._phase(load, config.duration)
+                finally:
+                    gc.unfreeze()
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
                 if self.after_measure is not None:
                     self.after_measure()
