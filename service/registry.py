@@ -27,7 +27,12 @@ from core.linear import LinearPA
 from core.mofm import MultiOutputPN, Reservoir
 from core.multiclass import OneVsOne, OneVsRest, OrdinalMcRank
 from core.pqr import PQR
-from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
+from core.separation import (
+    EllipsoidalClassifier,
+    EllipsoidPerceptron,
+    Perceptron,
+    ShorPerceptron,
+)
 from service.errors import APIError
 from service.feedback_log import (
     FeedbackLog,
@@ -79,7 +84,25 @@ KINDS: dict[str, tuple[type[BinaryClassifier], frozenset[str]]] = {
         ShorPerceptron,
         frozenset({"dilation", "step", "step_growth", "fit_intercept"}),
     ),
+    "ellipsoidal": (
+        EllipsoidalClassifier,
+        frozenset(
+            {
+                "n_components",
+                "gsk_bias",
+                "solver",
+                "max_ratio",
+                "separable_tol",
+                "reservoir_size",
+                "reservoir_refit_every",
+            }
+        ),
+    ),
 }
+
+#: batch kinds: feedback fills a window of recent examples, the worker fits the model on it
+#: (from scratch) every ``reservoir_refit_every`` examples; predictions use the last fit
+BATCH_KINDS = frozenset({"ellipsoidal"})
 
 #: kinds that are one multi-output model over all classes (no binary reduction, no time
 #: average: their refits replace the state wholesale)
@@ -93,11 +116,14 @@ RESERVOIR_DEFAULTS = {
 
 
 def reservoir_params(spec: CreateModel) -> dict:
-    """size, policy and refit_every (examples between two refits; 0: never) of a mofm spec."""
-    params = {
-        **RESERVOIR_DEFAULTS,
-        **{k: v for k, v in spec.params.items() if k in RESERVOIR_DEFAULTS},
-    }
+    """size, policy and refit_every (examples between two refits; 0: never) of a mofm spec,
+    or of a batch kind (default: a window of 500, refitted every 100 examples)."""
+    defaults = (
+        {"reservoir_size": 500, "reservoir_policy": "window", "reservoir_refit_every": 100}
+        if spec.kind in BATCH_KINDS
+        else RESERVOIR_DEFAULTS
+    )
+    params = {**defaults, **{k: v for k, v in spec.params.items() if k in defaults}}
     return {k.removeprefix("reservoir_"): v for k, v in params.items()}
 
 
@@ -240,6 +266,8 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
         raise APIError(422, "invalid_input", "classes must be distinct", {"field": "classes"})
     if spec.kind in NATIVE_MULTICLASS:
         return _native_estimator(spec, classes, max_floats)
+    if spec.kind in BATCH_KINDS:
+        return _batch_estimator(spec, cls, classes, max_floats)
     if spec.multiclass == "ordinal":
         raise APIError(
             422,
@@ -276,6 +304,45 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
             interval=averaging.interval if averaging else averaging_interval,
             alignment=averaging.alignment if averaging else "paper",
         )
+    except (TypeError, ValueError) as error:
+        raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
+
+
+def _batch_estimator(spec: CreateModel, cls, classes: list, max_floats: int) -> Estimator:
+    """A batch model (the ellipsoidal classifier): binary, fitted by the worker on a window of
+    recent feedback. Its SDP needs cvxpy (``pip install 'lorentztron[separation]'``)."""
+    if len(classes) != 2:
+        raise APIError(
+            422,
+            "invalid_input",
+            f"kind {spec.kind!r} is a binary classifier: give two classes",
+            {"field": "classes"},
+        )
+    n_features = spec.input.size
+    if (n_features + 1) ** 2 > max_floats or n_features > 1000:
+        raise APIError(
+            422,
+            "model_too_large",
+            f"kind {spec.kind!r} solves an SDP over (n+1)x(n+1) matrices: at most 1000 "
+            "features (reduce them with n_components)",
+            {"field": "input"},
+        )
+    try:
+        import cvxpy  # noqa: F401
+    except ImportError:
+        raise APIError(
+            422,
+            "kind_unavailable",
+            f"kind {spec.kind!r} needs cvxpy: install the 'separation' extra",
+        ) from None
+    params = {k: v for k, v in spec.params.items() if not k.startswith("reservoir_")}
+    try:
+        reservoir = reservoir_params(spec)
+        Reservoir(reservoir["size"], n_features, policy="window")
+        refit_every = reservoir["refit_every"]
+        if isinstance(refit_every, bool) or not isinstance(refit_every, int) or refit_every < 1:
+            raise ValueError(f"reservoir_refit_every must be an integer >= 1, got {refit_every!r}")
+        return cls(n_features=n_features, **params)
     except (TypeError, ValueError) as error:
         raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
 
@@ -406,15 +473,19 @@ class LiveModel:
         )
         self.n_features = self.spec.input.size
         loss = (
-            mofm_loss
+            "zero_one"
+            if self.spec.kind in BATCH_KINDS
+            else mofm_loss
             if self.native
             else "squared"
             if self.regression
             else ("log" if self.spec.kind == "pqr" else "hinge")
         )
         self.progressive = Progressive(self.metrics_window, loss, self.regression or self.ordinal)
-        #: mofm: the recent examples the worker refits on (None: no refits)
-        reservoir = reservoir_params(self.spec) if self.native else None
+        #: batch kinds: learned by the worker's fits on the reservoir, not by feedback
+        self.batch = self.spec.kind in BATCH_KINDS
+        #: mofm and batch kinds: the recent examples the worker refits on (None: no refits)
+        reservoir = reservoir_params(self.spec) if self.native or self.batch else None
         self.refit_every = reservoir["refit_every"] if reservoir else 0
         self.reservoir = (
             Reservoir(reservoir["size"], self.n_features, policy=reservoir["policy"])
@@ -589,7 +660,9 @@ class LiveModel:
 
     def _learn_rows(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         squared = None
-        if self.regression or self.binary:
+        if self.batch:
+            predicted, losses, aggressive, correct = self._offer_batch(batch, targets)
+        elif self.regression or self.binary:
             y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
             if batch.n_rows == 1:  # no batch machinery for the common single example
                 step = self.estimator.learn_one(batch.row(0), float(y[0]))
@@ -633,6 +706,17 @@ class LiveModel:
             "aggressive": aggressive,
             "n_aggressive": n_aggressive,
         }
+
+    def _offer_batch(self, batch: CSRBatch, targets: np.ndarray):
+        """A batch kind: each example is scored by the last fit (progressive validation; the
+        loss is the 0/1 error) and kept in the reservoir for the next fit; nothing is updated."""
+        scores = self.estimator._score_batch(batch)
+        predicted = (scores > 0).astype(np.int64)
+        for i in range(batch.n_rows):
+            self.reservoir.add(batch.row(i), 1.0 if targets[i] == 1 else -1.0)
+        self.examples_since_refit += batch.n_rows
+        correct = predicted == targets
+        return predicted, (~correct).astype(np.float64), np.zeros(batch.n_rows, bool), correct
 
     def _learn_native(self, batch: CSRBatch, targets: np.ndarray):
         """mofm: every example by one (Ada)SGD step of the multi-output model, in order
@@ -729,6 +813,16 @@ class LiveModel:
     def status(self) -> dict[str, Any] | None:
         """Kind-specific state: the separation learners' own status (binary models), the
         refit reservoir of mofm models."""
+        if self.batch:
+            return {
+                "refit_every": self.refit_every,
+                "fits": self.refits,
+                "examples_since_fit": self.examples_since_refit,
+                "reservoir_examples": len(self.reservoir),
+                "fitted_on": int(self.estimator.n_fit_),
+                "separable": bool(self.estimator.separable_),
+                "t": float(self.estimator.t_),
+            }
         if self.native:
             return {
                 "refit_every": self.refit_every,

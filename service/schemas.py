@@ -58,6 +58,7 @@ class CreateModel(Strict):
         "perceptron",
         "ellipsoid-perceptron",
         "shor-perceptron",
+        "ellipsoidal",
     ] = Field(
         ...,
         examples=["dos"],
@@ -65,7 +66,9 @@ class CreateModel(Strict):
         "classifiers; pqr: projective quadratic regression (FTRL); mofm: multi-output "
         "polynomial network / factorization machine (one model for all classes; refitted by "
         "conditional gradient on a reservoir of recent examples); perceptron, "
-        "ellipsoid-perceptron, shor-perceptron: the separation thesis's online learners.",
+        "ellipsoid-perceptron, shor-perceptron: the separation thesis's online learners; "
+        "ellipsoidal: its maximal-separation-ratio ellipsoidal classifier, a batch model the "
+        "worker fits on a window of recent feedback (needs cvxpy).",
     )
     params: dict[str, Any] = Field(
         default_factory=dict, examples=[{"rank": 8, "mode": "pa1", "C": 0.1}]
@@ -205,7 +208,9 @@ class ProgressiveMetrics(BaseModel):
     """Progressive validation: each example is scored before it is learned."""
 
     examples: int
-    loss_kind: Literal["hinge", "log", "squared", "softmax", "smoothed_hinge", "logistic"]
+    loss_kind: Literal[
+        "hinge", "log", "squared", "softmax", "smoothed_hinge", "logistic", "zero_one"
+    ]
     accuracy: float | None
     loss: float | None
     rmse: float | None

@@ -14,6 +14,8 @@ import logging
 import threading
 import time
 
+import numpy as np
+
 from service.errors import APIError
 from service.registry import LiveModel, PredictionCache, Registry, build_estimator
 from service.schemas import CreateModel
@@ -186,7 +188,17 @@ class SnapshotWorker:
         if X.shape[0] == 0:
             return False
         started = time.perf_counter()
-        new = current.refit(X, y)
+        if live.batch:  # a batch model is fitted from scratch on the window
+            new = current.clone()
+            try:
+                new.fit(X, np.asarray(y, dtype=np.float64))
+            except ValueError as error:  # e.g. one class only in the window so far
+                log.warning("fit of %s skipped: %s", live.name, error)
+                with live.lock.write():
+                    live.examples_since_refit = 0
+                return False
+        else:
+            new = current.refit(X, y)
         with live.lock.write():
             if live.estimator is not current:  # restored or replaced meanwhile
                 return False
@@ -196,7 +208,7 @@ class SnapshotWorker:
                 log.warning("refit of %s skipped: %s", live.name, error)
                 live.examples_since_refit = 0
                 return False
-            if X_new.shape[0]:
+            if X_new.shape[0] and not live.batch:  # a batch model takes them next fit
                 new.learn_many(X_new, y_new)
             live.estimator = new
             live.version += 1

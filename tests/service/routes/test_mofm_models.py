@@ -176,3 +176,45 @@ def test_separation_learners_expose_their_status(client):
         body = [{"x": x.tolist(), "label": int(t) + 1} for x, t in zip(X, y, strict=True)]
         response = client.post(f"/v1/models/{kind}/feedback", json={"examples": body})
         assert response.status_code == 200, response.text
+
+
+def test_ellipsoidal_batch_kind_is_fitted_by_the_worker(tmp_path):
+    """The ellipsoidal classifier: feedback fills a window, the worker fits the SDP on it,
+    the fit is snapshotted before it is served, and it survives a restart."""
+    from core.separation import EllipsoidalClassifier
+
+    settings = Settings(snapshot_dir=tmp_path, snapshot_interval=0.2)
+    params = {"reservoir_size": 60, "reservoir_refit_every": 40}
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((40, 2))
+    y = np.where(np.einsum("ij,ij->i", X, X) < 1.0, 1, -1)  # inside the unit disc
+    body = [{"x": x.tolist(), "label": int(t)} for x, t in zip(X, y, strict=True)]
+    query = {"instances": [{"x": [0.1, 0.2]}, {"x": [2.0, 2.0]}]}
+    with TestClient(create_app(settings)) as client:
+        info = create(client, kind="ellipsoidal", params=params, n_features=2)
+        assert info["metrics"]["loss_kind"] == "zero_one" and info["status"]["fits"] == 0
+        response = client.post("/v1/models/m/feedback", json={"examples": body})
+        assert response.status_code == 200
+        assert not any(r["aggressive"] for r in response.json()["results"])
+        deadline = time.monotonic() + 60
+        while client.get("/v1/models/m").json()["status"]["fits"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        status = client.get("/v1/models/m").json()["status"]
+        assert status["fitted_on"] == 40 and status["separable"] and status["t"] > 0.0
+        labels = [
+            p["label"]
+            for p in client.post("/v1/models/m/predict", json=query).json()["predictions"]
+        ]
+        assert labels == [1, -1]
+        scores = client.post("/v1/models/m/predict", json=query).json()["predictions"]
+    reference = EllipsoidalClassifier(n_features=2).fit(X, y.astype(float))
+    assert [p["score"] for p in scores] == pytest.approx(
+        reference.score_many(np.array([[0.1, 0.2], [2.0, 2.0]])).tolist(), rel=1e-6
+    )
+    with TestClient(create_app(settings)) as client:
+        again = client.post("/v1/models/m/predict", json=query).json()["predictions"]
+        assert [p["score"] for p in again] == [p["score"] for p in scores]
+    bad = {"name": "e", "kind": "ellipsoidal", "input": {"n_features": 2}, "classes": [1, 2, 3]}
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/models", json=bad).status_code == 422
