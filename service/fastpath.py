@@ -47,6 +47,8 @@ from service.routes import feedback, predict
 from service.threads import run_sync
 
 PREFIX = "/v1/models/"
+#: feedback bodies up to this size take turns per model before the thread hop
+TURN_BODY_BYTES = 64 * 1024
 ENDPOINTS = {
     "predict": "/v1/models/{name}/predict",
     "feedback": "/v1/models/{name}/feedback",
@@ -205,7 +207,11 @@ class FastPath:
         live = components.registry.get(name)
         body = await read_body(receive)
         handler = feedback.handler_for(header(scope, b"content-type") or "")
-        # one feedback request of a model in the thread pool at a time, the others queued
+        if len(body) > TURN_BODY_BYTES:  # bulk: its parsing overlaps the learning before it
+            return JSONResponse(
+                await run_sync(components.executor, handler, components, live, body)
+            )
+        # small requests of a model go to the thread pool one at a time, the others queued
         # here in arrival order: the model has one writer anyway, and handler threads
         # queued on its lock would all wake up at every release (a notify_all)
         async with self._writer_turn(live.uid):
