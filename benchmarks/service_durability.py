@@ -383,7 +383,9 @@ def render(result: dict) -> str:
             f"| {row['api_replicas']} | {row['req_per_s']:,.1f} | {row['p50_ms']:.2f} | "
             f"{row['p99_ms']:.2f} |"
         )
-    lines += ["", *result.get("notes", []), END]
+    for note in result.get("notes", []):
+        lines += ["", note]
+    lines += ["", END]
     return "\n".join(lines) + "\n"
 
 
@@ -407,8 +409,16 @@ def main(argv=None) -> int:
     parser.add_argument("--log-lengths", type=int, nargs="+", default=[0, 1_000, 10_000, 50_000])
     parser.add_argument("--parts", default="throughput,recovery,replicas")
     parser.add_argument("--quick", action="store_true", help="tiny runs, print only")
-    parser.add_argument("--note", action="append", default=[])
+    parser.add_argument("--note", action="append", default=[], help="a paragraph under the tables")
+    parser.add_argument(
+        "--render", type=Path, metavar="JSON", help="measure nothing: re-render from this JSON"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        result = json.loads(args.render.read_text())
+        result["notes"] = args.note or result.get("notes", [])
+        publish(result)
+        return 0
     if args.quick:
         args.repeats, args.duration, args.batch, args.log_lengths = 1, 1.0, 500, [0, 200]
     commit = subprocess.run(
