@@ -468,7 +468,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
          lambda: FeedbackRequest.model_validate_json(feedback_body)),
         ("instance_row + label to class index",
          lambda: (instance_row(example, live.n_features), target_of(example.label, "label"))),
-        ("LiveModel.learn_rows, 1 row (write lock, CSR, Averaged, kernel)",
+        ("LiveModel.learn_rows, 1 row (write lock, feedback log append + fsync, kernel)",
          lambda: live.learn_rows([feedback_row], label)),
         ("FeedbackResponse validate + dump_json (response_model)",
          lambda: FeedbackResponse.model_validate(feedback_content).model_dump_json()),
