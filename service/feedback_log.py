@@ -15,8 +15,10 @@ Record encoding (little endian), shared by both logs::
 
 **File log** (the embedded default, ``<log_dir>/<model>/``): segment files
 ``<first position:016d>.log`` of frames ``length u32 | crc32 u32 | position u64 | record``.
-Positions are consecutive integers from 1. Appends are written and, with the default
-``fsync="batch"``, fsynced before ``append`` returns. A frame cut short by a crash (or with a
+Positions are consecutive integers from 1. Appends are written under the model's writer
+lock and, with the default ``fsync="batch"``, made durable by ``sync`` before the request is
+acknowledged; ``sync`` runs outside that lock, so the requests waiting together share one
+fsync (group commit). A frame cut short by a crash (or with a
 bad checksum) ends the log: it was never acknowledged, and it is cut off when the log is
 opened. ``trim(position)`` starts a new segment and deletes the segments wholly at or before
 ``position`` (called after a snapshot that includes it), or moves them to an archive
@@ -113,6 +115,7 @@ class FeedbackLog(Protocol):
     """Where accepted feedback goes before it is learned. Positions are opaque and ordered."""
 
     def append(self, model: str, record: bytes) -> Position: ...
+    def sync(self, model: str, position: Position) -> None: ...
     def read_after(self, model: str, position: Position) -> Iterator[tuple[Position, bytes]]: ...
     def trim(self, model: str, position: Position) -> None: ...
     def delete(self, model: str) -> None: ...
@@ -156,12 +159,19 @@ class _Segmented:
             self.next_position = (good[-1] + 1) if good else int(last.stem)
             self.handle = open(last, "ab")
         self.records = 0
+        #: the last position known to be on disk (group commit: ``FileLog.sync``)
+        self.synced = self.next_position - 1
+        self.sync_lock = threading.Lock()
 
     def segments(self) -> list[Path]:
         return sorted(self.folder.glob("*.log"))
 
     def open_segment(self) -> None:
         if self.handle is not None:
+            # everything written so far goes to disk with the segment it is in
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            self.synced = max(self.synced, self.next_position - 1)
             self.handle.close()
         path = self.folder / f"{self.next_position:016d}.log"
         self.handle = open(path, "ab")
@@ -255,8 +265,6 @@ class FileLog:
         try:
             handle.write(frame)
             handle.flush()
-            if self.fsync == "batch":
-                os.fsync(handle.fileno())
         except OSError:
             # leave no partial frame behind: the next append must follow a whole record
             handle.truncate(start)
@@ -264,6 +272,31 @@ class FileLog:
         state.next_position = position + 1
         state.records += 1
         return position
+
+    def sync(self, model: str, position: int) -> None:
+        """Make every record up to ``position`` durable (``fsync="batch"``): one fsync covers
+        every record written before it, so requests that wait here together share one
+        (group commit). Called after ``append``, outside the model's writer lock, before
+        the request is acknowledged. ``LogUnavailable`` if the fsync fails."""
+        if self.fsync != "batch":
+            return
+        state = self._state(model)
+        if state.synced >= position:
+            return
+        with state.sync_lock:
+            if state.synced >= position:  # another request's fsync covered it
+                return
+            try:
+                with state.lock:  # a duplicate descriptor survives a segment rotation
+                    target = state.next_position - 1
+                    descriptor = os.dup(state.handle.fileno())
+                try:
+                    os.fsync(descriptor)
+                finally:
+                    os.close(descriptor)
+            except OSError as error:
+                raise LogUnavailable(f"the feedback log could not be synced: {error}") from None
+            state.synced = max(state.synced, target)
 
     def read_after(self, model: str, position: int | None) -> Iterator[tuple[int, bytes]]:
         after = position or 0
@@ -358,6 +391,9 @@ class RedisLog:
             if len(entries) < chunk:
                 return
             start = f"({entries[-1][0].decode()}"
+
+    def sync(self, model: str, position: str) -> None:
+        """Nothing to do: an entry is as durable as Redis makes it when XADD answers."""
 
     def trim(self, model: str, position: str | None) -> None:
         if position is not None:

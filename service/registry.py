@@ -589,14 +589,32 @@ class LiveModel:
         nothing is learned. In the ``api`` role (``log_only``) the batch is only appended."""
         check_norms(batch)
         record = encode_record(batch, targets) if self.journal is not None else None
-        with self.lock.write():
-            if record is not None:
-                self._append(record)
-            if self.log_only:
-                return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
-            return self._learn(batch, targets)
+        position = None
+        try:
+            with self.lock.write():
+                if record is not None:
+                    position = self._append(record)
+                if self.log_only:
+                    return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
+                return self._learn(batch, targets)
+        finally:
+            # a logged record is made durable whatever its learning gave (a refused one is
+            # replayed and refused the same way)
+            if position is not None:
+                self._sync(position)
 
-    def _append(self, record: bytes) -> None:
+    def _sync(self, position: Position) -> None:
+        """Durable before acknowledged: fsync up to our record, outside the writer lock, so
+        that concurrent requests share one fsync (group commit). If it fails the request
+        gets a 503 although the example was learned (it is in the log's page cache, and the
+        live model and the log agree): the client must treat it as not acknowledged."""
+        try:
+            self.journal.sync(self.name, position)
+        except LogUnavailable as error:
+            self.log_failures += 1
+            raise APIError(503, "log_unavailable", str(error)) from None
+
+    def _append(self, record: bytes) -> Position:
         """Append one record (writer lock held); APIError 503 if the log refuses it. The
         position moves only when this process learns the record (not in ``log_only``)."""
         try:
@@ -614,6 +632,7 @@ class LiveModel:
         if not self.log_only:
             self.log_position = position
             self.records_since_snapshot += 1
+        return position
 
     def _catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may

@@ -204,3 +204,34 @@ def test_file_log_appends_and_trims_from_several_threads(tmp_path):
     positions = [p for p, _ in journal.read_after("m", None)]
     assert positions == list(range(3001 - len(positions), 3001))
     assert journal.append("m", record) == 3001
+
+
+def test_file_log_group_commit_shares_one_fsync(tmp_path, monkeypatch):
+    """Records written before an fsync are durable by it: the requests waiting together
+    share one fsync; a rotated segment is fsynced before it is closed."""
+    import os
+
+    journal = FileLog(tmp_path)
+    calls = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
+    positions = [journal.append("m", encode_record(*batch(seed))) for seed in range(3)]
+    calls.clear()  # the first append created the segment (and fsynced its directory)
+    journal.append("m", encode_record(*batch(9)))
+    assert calls == []  # appends only write
+    journal.sync("m", positions[0])
+    assert len(calls) == 1
+    journal.sync("m", positions[2])  # covered by the same fsync
+    journal.sync("m", positions[1])
+    assert len(calls) == 1
+    journal.sync("m", 4)  # written before that fsync too
+    assert len(calls) == 1
+    fifth = journal.append("m", encode_record(*batch(3)))
+    journal.sync("m", fifth)  # written after it: a new fsync
+    assert len(calls) == 2
+    sixth = journal.append("m", encode_record(*batch(4)))
+    journal.trim("m", positions[0])  # rotation: the old segment is fsynced first
+    assert len(calls) == 2 + 2  # the old segment, then the directory of the new one
+    journal.sync("m", sixth)  # already on disk with the rotated segment
+    assert len(calls) == 4
+    FileLog(tmp_path, fsync="none").sync("m", 99)  # nothing to do without fsync
