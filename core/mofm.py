@@ -1230,3 +1230,47 @@ class Reservoir:
                 f"{self.size}"
             )
         return self._select(np.flatnonzero(self._arrival >= mark))
+
+    def get_state(self) -> dict:
+        """The sample as arrays (slot order: CSR ``indptr``/``indices``/``values``, ``arrival``,
+        -1 for an empty slot), the ``targets`` as a list, ``n_seen`` and the generator's state,
+        so that a snapshot can carry the reservoir and ``set_state`` rebuild it exactly."""
+        empty = (np.zeros(0, dtype=INDEX), np.zeros(0, dtype=FLOAT))
+        rows = [row if row is not None else empty for row in self._rows]
+        indptr = np.zeros(self.size + 1, dtype=INDEX)
+        np.cumsum([len(r[0]) for r in rows], out=indptr[1:])
+        return {
+            "indptr": indptr,
+            "indices": np.concatenate([r[0] for r in rows]).astype(INDEX, copy=False),
+            "values": np.concatenate([r[1] for r in rows]).astype(FLOAT, copy=False),
+            "arrival": self._arrival.copy(),
+            "targets": list(self._targets),
+            "n_seen": self.n_seen,
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict) -> None:
+        """Load ``get_state()``'s output (ValueError if it does not fit this reservoir)."""
+        indptr, arrival = np.asarray(state["indptr"]), np.asarray(state["arrival"])
+        targets = list(state["targets"])
+        if indptr.shape != (self.size + 1,) or arrival.shape != (self.size,):
+            raise ValueError(f"reservoir state of another size (this one holds {self.size})")
+        if len(targets) != self.size or indptr[-1] != len(state["values"]):
+            raise ValueError("inconsistent reservoir state")
+        rows: list[Row | None] = []
+        for i in range(self.size):
+            start, stop = indptr[i], indptr[i + 1]
+            if arrival[i] < 0:
+                rows.append(None)
+                continue
+            row = (
+                np.array(state["indices"][start:stop], dtype=INDEX),
+                np.array(state["values"][start:stop], dtype=FLOAT),
+            )
+            if row[0].size and (row[0].min() < 0 or row[0].max() >= self.n_features):
+                raise ValueError("reservoir row outside the feature range")
+            rows.append(row)
+        self._rows, self._targets = rows, targets
+        self._arrival = arrival.astype(INDEX, copy=True)
+        self.n_seen = int(state["n_seen"])
+        self._rng.bit_generator.state = state["rng"]

@@ -776,14 +776,31 @@ class LiveModel:
             return self._capture()
 
     def _capture(self) -> Capture:
-        return Capture(
-            self.version, self.estimator.get_state(), self.log_position, self.records_since_snapshot
-        )
+        state = self.estimator.get_state()
+        if self.reservoir is not None:  # the refit window travels with the model
+            state = _with_reservoir(state, self.reservoir.get_state(), self._encode_target)
+        return Capture(self.version, state, self.log_position, self.records_since_snapshot)
+
+    def _encode_target(self, target) -> float:
+        # reservoir targets as numbers: class indices (mofm, ordinal), +-1 (batch kinds)
+        return float(target) if self.batch else float(self.classes.index(target))
+
+    def load_state(self, state: dict) -> None:
+        """Load a snapshot's state (writer lock held): the estimator's arrays, and the
+        reservoir when the snapshot carries one."""
+        state, reservoir = _split_reservoir(state)
+        self.estimator.set_state(state)
+        if reservoir is not None and self.reservoir is not None:
+            reservoir["targets"] = [
+                float(t) if self.batch else self.classes[int(t)] if t == t else None
+                for t in reservoir["targets"]
+            ]
+            self.reservoir.set_state(reservoir)
 
     def restore(self, state: dict, version: int | None = None) -> int:
         """Load a state (checked first); the version moves on (or is set on start-up)."""
         with self.lock.write():
-            self.estimator.set_state(state)
+            self.load_state(state)
             self.version = self.version + 1 if version is None else version
             return self.version
 
@@ -852,6 +869,39 @@ class LiveModel:
             }
         live = self.live
         return live.status() if hasattr(live, "status") else None
+
+
+RESERVOIR_PREFIX = "service.reservoir."
+
+
+def _with_reservoir(state: dict, reservoir: dict, encode) -> dict:
+    """The estimator state plus the reservoir's arrays and counters (prefixed), as one
+    snapshot state; an empty slot's target is NaN."""
+    arrays = dict(state["arrays"])
+    for name in ("indptr", "indices", "values", "arrival"):
+        arrays[RESERVOIR_PREFIX + name] = reservoir[name]
+    arrays[RESERVOIR_PREFIX + "targets"] = np.array(
+        [np.nan if t is None else encode(t) for t in reservoir["targets"]], dtype=np.float64
+    )
+    scalars = dict(state["scalars"])
+    scalars[RESERVOIR_PREFIX + "n_seen"] = reservoir["n_seen"]
+    scalars[RESERVOIR_PREFIX + "rng"] = reservoir["rng"]
+    return {**state, "arrays": arrays, "scalars": scalars}
+
+
+def _split_reservoir(state: dict) -> tuple[dict, dict | None]:
+    """(estimator state, reservoir state or None) of a snapshot state."""
+    if RESERVOIR_PREFIX + "indptr" not in state["arrays"]:
+        return state, None
+    n = len(RESERVOIR_PREFIX)
+    arrays = {k: v for k, v in state["arrays"].items() if not k.startswith(RESERVOIR_PREFIX)}
+    scalars = {k: v for k, v in state["scalars"].items() if not k.startswith(RESERVOIR_PREFIX)}
+    reservoir = {k[n:]: v for k, v in state["arrays"].items() if k.startswith(RESERVOIR_PREFIX)}
+    reservoir.update(
+        {k[n:]: v for k, v in state["scalars"].items() if k.startswith(RESERVOIR_PREFIX)}
+    )
+    reservoir["targets"] = reservoir["targets"].tolist()
+    return {**state, "arrays": arrays, "scalars": scalars}, reservoir
 
 
 def _base(estimator: Estimator) -> Estimator:

@@ -236,7 +236,7 @@ class SnapshotWorker:
         lock is released, so recovery never replays later feedback onto the wrong base."""
         with live.lock.write():
             previous = live._capture()
-            live.estimator.set_state(state)
+            live.load_state(state)
             live.version += 1
             capture = live._capture()
             blob = encode(
@@ -252,7 +252,7 @@ class SnapshotWorker:
                         live.name, capture.version, blob, self.settings.snapshot_retention
                     )
             except Exception:
-                live.estimator.set_state(previous.state)
+                live.load_state(previous.state)
                 live.version = previous.version
                 raise
             live.records_since_snapshot = 0

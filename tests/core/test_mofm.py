@@ -573,3 +573,21 @@ def test_score_kernel_allocates_its_own_scratch():
     o = np.empty(2)
     _mofm_score(model._Ht, model.V_, 2, 0, np.array([0, 2]), np.array([1.0, -1.0]), o)
     np.testing.assert_allclose(o, model.score_one(([0, 2], [1.0, -1.0])))
+
+
+@pytest.mark.parametrize("policy", ["window", "uniform"])
+def test_reservoir_state_round_trip(policy):
+    reservoir = Reservoir(size=5, n_features=4, policy=policy, seed=3)
+    rng = np.random.default_rng(0)
+    for k in range(3):  # part full: empty slots survive the round trip
+        reservoir.add(rng.standard_normal(4) * (rng.random(4) < 0.6), f"c{k}")
+    twin = Reservoir(size=5, n_features=4, policy=policy, seed=99)
+    twin.set_state(reservoir.get_state())
+    for k in range(3, 12):  # same rows, targets, arrivals and random choices from here on
+        x = rng.standard_normal(4)
+        reservoir.add(x, k)
+        twin.add(x, k)
+        (X1, y1), (X2, y2) = reservoir.data(), twin.data()
+        assert (X1 != X2).nnz == 0 and y1 == y2
+    with pytest.raises(ValueError, match="size"):
+        Reservoir(size=6, n_features=4).set_state(reservoir.get_state())

@@ -112,10 +112,15 @@ def test_refit_on_the_reservoir_is_swapped_in_and_durable(tmp_path):
         # a refit is a new version, written as a snapshot before it is served
         assert info["version"] == 4 and info["last_snapshot_version"] == 4
         assert info["status"]["examples_since_refit"] == 0
-        served = client.app.state.components.registry.get("m").estimator.get_state()
+        live = client.app.state.components.registry.get("m")
+        served = live.estimator.get_state()
+        window, seen = live.reservoir.data(), live.reservoir.n_seen
     with TestClient(create_app(settings)) as client:
-        restored = client.app.state.components.registry.get("m").estimator.get_state()
-        assert state_digest(restored) == state_digest(served)
+        live = client.app.state.components.registry.get("m")
+        assert state_digest(live.estimator.get_state()) == state_digest(served)
+        # the refit window travels with the snapshot: the next refit sees the same data
+        X, y = live.reservoir.data()
+        assert live.reservoir.n_seen == seen and y == window[1] and (X != window[0]).nnz == 0
 
 
 def test_refit_then_sigkill_recovers_identically(tmp_path):
