@@ -494,6 +494,9 @@ class LiveModel:
         )
         self.refits = 0
         self.examples_since_refit = 0
+        #: reused by snapshot_state (see there); held from a capture until it is encoded
+        self._snapshot_buffers: dict[str, np.ndarray] = {}
+        self.snapshot_lock = threading.Lock()
         self.n_learned = 0
         self.n_aggressive = 0
         self.records_since_snapshot = 0
@@ -771,15 +774,38 @@ class LiveModel:
 
     # -- state ----------------------------------------------------------------------------
     def snapshot_state(self) -> Capture:
-        """Version, estimator state and the log position they include, read together."""
-        with self.lock.read():
-            return self._capture()
+        """Version, estimator state and the log position they include, read together.
 
-    def _capture(self) -> Capture:
-        state = self.estimator.get_state()
+        The arrays are copied under the read lock (feedback waits meanwhile) into buffers
+        kept for the next snapshot: a fresh 100 MB allocation costs its page faults on every
+        copy (130 ms per 67 MB here against 6 ms for a reused buffer). The capture is valid
+        until the next ``snapshot_state``: callers hold ``snapshot_lock`` until they have
+        encoded it."""
+        with self.lock.read():
+            return self._capture(self._snapshot_buffers)
+
+    def _capture(self, buffers: dict | None = None) -> Capture:
+        # a plain memory copy in each array's own layout; the encoder makes it contiguous
+        state = self.estimator.get_state(order="K") if buffers is None else self._copy_into(buffers)
         if self.reservoir is not None:  # the refit window travels with the model
             state = _with_reservoir(state, self.reservoir.get_state(), self._encode_target)
         return Capture(self.version, state, self.log_position, self.records_since_snapshot)
+
+    def _copy_into(self, buffers: dict) -> dict:
+        """``estimator.get_state(order="K")`` with the arrays copied into reused buffers."""
+        state = self.estimator.get_state(order="K") if not buffers else None
+        if state is not None:  # the first capture allocates the buffers
+            buffers.update(state["arrays"])
+            return state
+        arrays = {}
+        for name, array in self.estimator.arrays():
+            buffer = buffers.get(name)
+            if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
+                buffer = buffers[name] = np.empty_like(array, order="K")
+            np.copyto(buffer, array)
+            arrays[name] = buffer
+        state = self.estimator.get_state_meta()
+        return {**state, "arrays": arrays}
 
     def _encode_target(self, target) -> float:
         # reservoir targets as numbers: class indices (mofm, ordinal), +-1 (batch kinds)

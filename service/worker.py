@@ -263,13 +263,16 @@ class SnapshotWorker:
     # -- snapshots -----------------------------------------------------------------------
     def snapshot(self, live: LiveModel, force: bool = False) -> SnapshotMeta | None:
         """Write one model's snapshot now (None if unchanged and not forced)."""
-        version, state, position, records = live.snapshot_state()
-        if not force and version == live.last_snapshot_version:
-            return None
-        started = time.perf_counter()
-        blob = encode(
-            live.name, version, live.spec.model_dump(mode="json"), state, log_position=position
-        )
+        if not force and live.version == live.last_snapshot_version:
+            return None  # unchanged: no copy of the state at all
+        with live.snapshot_lock:  # the capture's buffers are reused by the next capture
+            version, state, position, records = live.snapshot_state()
+            if not force and version == live.last_snapshot_version:
+                return None
+            started = time.perf_counter()
+            blob = encode(
+                live.name, version, live.spec.model_dump(mode="json"), state, log_position=position
+            )
         with self._save_lock:
             if getattr(live, "deleted", False):
                 return None

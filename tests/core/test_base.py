@@ -63,3 +63,24 @@ def test_spec_round_trip():
     assert from_spec(spec).get_params() == model.get_params()
     with pytest.raises(ValueError, match="unknown model kind"):
         from_spec({"kind": "Nope", "params": {}})
+
+
+def test_get_state_in_memory_order_and_meta():
+    """``order="K"`` copies in each array's own layout (same values), ``get_state_meta`` is
+    the state without its arrays; both agree with the default state."""
+    from core.averaging import Averaged
+    from core.dos import DoSClassifier
+
+    model = Averaged(model=DoSClassifier(n_features=4, rank=2, seed=1), interval=2)
+    rng = np.random.default_rng(0)
+    model.learn_many(rng.standard_normal((5, 4)), np.where(rng.random(5) > 0.5, 1, -1))
+    default, in_place = model.get_state(), model.get_state(order="K")
+    assert all(a.flags.c_contiguous for a in default["arrays"].values())
+    assert not all(a.flags.c_contiguous for a in in_place["arrays"].values())  # U_ is a view
+    for name, array in default["arrays"].items():
+        assert np.array_equal(array, in_place["arrays"][name])
+    meta = model.get_state_meta()
+    assert meta == {k: v for k, v in default.items() if k != "arrays"}
+    assert meta["scalars"]["n_seen_"] == 5 and "live.n_seen_" in meta["scalars"]
+    with pytest.raises(ValueError, match="order"):
+        model.get_state(order="F")
