@@ -230,6 +230,97 @@ def recovery(args, tmp: Path) -> list[dict]:
     return rows
 
 
+FRESHNESS_MODELS = (
+    ("DoS rank 16 over 2^18 hashed features (134 MB state)", 16, 1 << 18),
+    ("DoS rank 8 over 2^14 hashed features (4 MB state)", 8, 1 << 14),
+)
+
+
+def _histogram(metrics: str, name: str) -> tuple[list[tuple[float, float]], float, float]:
+    """(cumulative buckets (le, count), sum, count) of a histogram in a /metrics text."""
+    buckets = [
+        (float(le), float(count))
+        for le, count in re.findall(rf'{name}_bucket{{le="([^"]+)",model="m"}} (\S+)', metrics)
+    ]
+    total = float(re.search(rf'{name}_sum{{model="m"}} (\S+)', metrics)[1])
+    count = float(re.search(rf'{name}_count{{model="m"}} (\S+)', metrics)[1])
+    return buckets, total, count
+
+
+def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """The upper bound of the bucket holding quantile q (what Prometheus interpolates in)."""
+    total = buckets[-1][1]
+    for le, count in buckets:
+        if count >= q * total:
+            return le
+    return float("inf")
+
+
+def freshness(args, tmp: Path) -> list[dict]:
+    """Delay from an acknowledged feedback to an api replica serving it: one learner, one api
+    replica, feedback at ``--feedback-rate`` examples/s (open loop) on the replica, the
+    default publication interval; the replica's own freshness histogram."""
+    rows = []
+    for label, rank, n_features in FRESHNESS_MODELS:
+        directory = tmp / f"freshness-{rank}-{n_features}"
+        directory.mkdir()
+        redis_process, redis_url = redis_server(directory, "everysec")
+        with redis_process:
+            wait_redis(redis_url)
+            env = {"LORENTZTRON_REDIS_URL": redis_url}
+            learner, learner_url = service({**env, "LORENTZTRON_ROLE": "learner"})
+            api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
+            with learner, api:
+                wait_ready(learner_url)
+                wait_ready(api_url)
+                spec = {
+                    "name": "m",
+                    "kind": "dos",
+                    "params": {"rank": rank},
+                    "input": {"hashed": n_features},
+                }
+                assert httpx.post(f"{api_url}/v1/models", json=spec).status_code == 201
+                deadline = time.monotonic() + 30
+                while httpx.get(f"{learner_url}/v1/models/m").status_code != 200:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+                summary = loadgen(
+                    api_url,
+                    "feedback",
+                    args.freshness_duration,
+                    [
+                        "--rate",
+                        str(args.feedback_rate),
+                        "--model",
+                        "m",
+                        "--keep-model",
+                        "--rank",
+                        str(rank),
+                        "--n-features",
+                        str(n_features),
+                    ],  # fmt: skip
+                )
+                time.sleep(3)  # the last publications land
+                buckets, total, count = _histogram(
+                    httpx.get(f"{api_url}/metrics").text, "lorentztron_freshness_seconds"
+                )
+        rows.append(
+            {
+                "model": label,
+                "feedback_per_s": summary["throughput_rps"],
+                "versions_loaded": count,
+                "mean_s": total / count if count else None,
+                "p50_le_s": _quantile(buckets, 0.5) if count else None,
+                "p99_le_s": _quantile(buckets, 0.99) if count else None,
+                "errors": summary["errors"],
+                "error_kinds": summary["error_kinds"],
+                "p99_ms": summary["latency_ms"]["p99"],
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
 def replicas(args, tmp: Path) -> list[dict]:
     rows = []
     for n_replicas in (1, 2):
@@ -383,6 +474,26 @@ def render(result: dict) -> str:
             f"| {row['api_replicas']} | {row['req_per_s']:,.1f} | {row['p50_ms']:.2f} | "
             f"{row['p99_ms']:.2f} |"
         )
+    if result.get("freshness"):
+        lines += [
+            "",
+            "### Freshness: acknowledged feedback to a replica serving it",
+            "",
+            f"One learner and one api replica (Redis), feedback posted to the replica at "
+            f"{result['settings'].get('feedback_rate', 1000):,.0f} single-example requests/s "
+            f"(open loop) for {result['settings'].get('freshness_duration', 10):g} s, the "
+            "default publication interval (0.25 s); the replica's "
+            "`lorentztron_freshness_seconds` histogram (per loaded version, the delay of its "
+            "oldest new record; quantiles as the upper bound of their bucket).",
+            "",
+            "| model | feedback/s reached | versions loaded | mean s | p50 <= s | p99 <= s |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in result["freshness"]:
+            lines.append(
+                f"| {row['model']} | {row['feedback_per_s']:,.0f} | {row['versions_loaded']:.0f} "
+                f"| {row['mean_s']:.3f} | {row['p50_le_s']:g} | {row['p99_le_s']:g} |"
+            )
     for note in result.get("notes", []):
         lines += ["", note]
     lines += ["", END]
@@ -407,15 +518,27 @@ def main(argv=None) -> int:
     parser.add_argument("--duration", type=float, default=6.0)
     parser.add_argument("--batch", type=int, default=20_000)
     parser.add_argument("--log-lengths", type=int, nargs="+", default=[0, 1_000, 10_000, 50_000])
-    parser.add_argument("--parts", default="throughput,recovery,replicas")
+    parser.add_argument("--parts", default="throughput,recovery,replicas,freshness")
+    parser.add_argument("--feedback-rate", type=float, default=1000.0)
+    parser.add_argument("--freshness-duration", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="tiny runs, print only")
     parser.add_argument("--note", action="append", default=[], help="a paragraph under the tables")
     parser.add_argument(
         "--render", type=Path, metavar="JSON", help="measure nothing: re-render from this JSON"
     )
+    parser.add_argument("--output", type=Path, help="write the results JSON here, not docs/")
+    parser.add_argument("--merge", type=Path, metavar="JSON", help="with --render: parts to add")
     args = parser.parse_args(argv)
     if args.render:
         result = json.loads(args.render.read_text())
+        if args.merge:  # add the parts of another run (e.g. one --parts) to this one
+            other = json.loads(args.merge.read_text())
+            for part in ("throughput", "recovery", "replicas", "freshness"):
+                if other.get(part):
+                    result[part] = other[part]
+            result["settings"].update(
+                {k: v for k, v in other["settings"].items() if k.startswith(("feedback", "fresh"))}
+            )
         result["notes"] = args.note or result.get("notes", [])
         publish(result)
         return 0
@@ -431,7 +554,7 @@ def main(argv=None) -> int:
             "cpus": os.cpu_count(),
             "load_before": round(os.getloadavg()[0], 2),
         },
-        "settings": vars(args),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "notes": args.note,
     }
     parts = args.parts.split(",")
@@ -440,11 +563,14 @@ def main(argv=None) -> int:
             ("throughput", throughput),
             ("recovery", recovery),
             ("replicas", replicas),
+            ("freshness", freshness),
         ):
             result[name] = function(args, Path(tmp)) if name in parts else []
     result["environment"]["load_after"] = round(os.getloadavg()[0], 2)
     print(render(result))
-    if not args.quick:
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    elif not args.quick:
         publish(result)
     return 0
 

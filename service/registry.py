@@ -592,13 +592,16 @@ class LiveModel:
         nothing is learned. In the ``api`` role (``log_only``) the batch is only appended."""
         check_norms(batch)
         record = encode_record(batch, targets) if self.journal is not None else None
+        if self.log_only:  # api role: nothing here changes, so no writer lock (a version
+            # load holds it while it swaps a published state in)
+            position = self._append(record)
+            self._sync(position)
+            return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
         position = None
         try:
             with self.lock.write():
                 if record is not None:
                     position = self._append(record)
-                if self.log_only:
-                    return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
                 return self._learn(batch, targets)
         finally:
             # a logged record is made durable whatever its learning gave (a refused one is
