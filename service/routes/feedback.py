@@ -48,7 +48,12 @@ _BODY_DOC = {
     openapi_extra=_BODY_DOC,
 )
 async def feedback(name: str, request: Request, app: App) -> JSONResponse:
-    """Learn from labelled examples (scored before learning: progressive validation)."""
+    """Learn from labelled examples (scored before learning: progressive validation).
+
+    Each request's examples are appended to the durable feedback log before they are learned
+    and before this answers: a 2xx means durable (a crash loses nothing acknowledged); 503
+    `log_unavailable` means nothing was learned. On an `api` replica the examples are only
+    logged (`logged`), and the learner process learns them."""
     live = app.registry.get(name)
     body = await request.body()
     handler = handler_for(request.headers.get("content-type", ""))
