@@ -281,13 +281,7 @@ def build_estimator(spec: CreateModel, averaging_interval: int, max_floats: int)
         else (len(classes) * (len(classes) - 1) // 2 if spec.multiclass == "ovo" else len(classes))
     )
     floats = _floats_per_model(spec, n_features) * n_models * (2 if cls.averageable else 1)
-    if floats > max_floats:
-        raise APIError(
-            422,
-            "model_too_large",
-            f"the model would hold {floats} floats, more than the limit {max_floats}",
-            {"field": "input"},
-        )
+    _check_floats(floats, max_floats)
     try:
         base = cls(n_features=n_features, **spec.params)
         if len(classes) <= 2:
@@ -335,14 +329,9 @@ def _batch_estimator(spec: CreateModel, cls, classes: list, max_floats: int) -> 
             "kind_unavailable",
             f"kind {spec.kind!r} needs cvxpy: install the 'separation' extra",
         ) from None
-    params = {k: v for k, v in spec.params.items() if not k.startswith("reservoir_")}
     try:
-        reservoir = reservoir_params(spec)
-        Reservoir(reservoir["size"], n_features, policy="window")
-        refit_every = reservoir["refit_every"]
-        if isinstance(refit_every, bool) or not isinstance(refit_every, int) or refit_every < 1:
-            raise ValueError(f"reservoir_refit_every must be an integer >= 1, got {refit_every!r}")
-        return cls(n_features=n_features, **params)
+        _check_reservoir(spec, minimum_refit_every=1)
+        return cls(n_features=n_features, **_model_params(spec))
     except (TypeError, ValueError) as error:
         raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
 
@@ -357,27 +346,13 @@ def _native_estimator(spec: CreateModel, classes: list, max_floats: int) -> Esti
             f"kind {spec.kind!r} is not time-averaged (its refits replace the state)",
             {"field": "averaging"},
         )
-    params = {k: v for k, v in spec.params.items() if k not in RESERVOIR_DEFAULTS}
+    params = _model_params(spec)
     n_basis = params.get("n_basis", 16)
     n_basis = n_basis if isinstance(n_basis, int) and n_basis > 0 else 1
     floats = 2 * n_basis * (spec.input.size + 1 + len(classes)) + n_basis
-    if floats > max_floats:
-        raise APIError(
-            422,
-            "model_too_large",
-            f"the model would hold {floats} floats, more than the limit {max_floats}",
-            {"field": "input"},
-        )
+    _check_floats(floats, max_floats)
     try:
-        reservoir = reservoir_params(spec)
-        Reservoir(reservoir["size"], spec.input.size, policy=reservoir["policy"])
-        if reservoir["policy"] != "window":
-            # a refit runs off the lock and then learns what arrived meanwhile: only a
-            # window knows which examples those are (core.mofm.Reservoir)
-            raise ValueError("reservoir_policy must be 'window' in the service")
-        refit_every = reservoir["refit_every"]
-        if isinstance(refit_every, bool) or not isinstance(refit_every, int) or refit_every < 0:
-            raise ValueError(f"reservoir_refit_every must be an integer >= 0, got {refit_every!r}")
+        _check_reservoir(spec, minimum_refit_every=0)
         if spec.multiclass == "ordinal":
             if any(isinstance(c, str) for c in classes) or list(classes) != sorted(classes):
                 raise ValueError("ordinal levels must be increasing numbers")
@@ -388,6 +363,38 @@ def _native_estimator(spec: CreateModel, classes: list, max_floats: int) -> Esti
         return MultiOutputPN(n_features=spec.input.size, classes=list(classes), **params)
     except (TypeError, ValueError) as error:
         raise APIError(422, "invalid_params", str(error), {"field": "params"}) from None
+
+
+def _check_floats(floats: int, max_floats: int) -> None:
+    """APIError 422 before anything is allocated if the model would be too large."""
+    if floats > max_floats:
+        raise APIError(
+            422,
+            "model_too_large",
+            f"the model would hold {floats} floats, more than the limit {max_floats}",
+            {"field": "input"},
+        )
+
+
+def _model_params(spec: CreateModel) -> dict:
+    """The spec's params without the service's own ``reservoir_*`` ones."""
+    return {k: v for k, v in spec.params.items() if not k.startswith("reservoir_")}
+
+
+def _check_reservoir(spec: CreateModel, minimum_refit_every: int) -> None:
+    """ValueError unless the reservoir params are valid: a window (a refit runs off the lock
+    and then learns what arrived meanwhile: only a window knows which examples those are,
+    core.mofm.Reservoir) of a valid size, refitted every ``minimum_refit_every`` or more
+    examples."""
+    reservoir = reservoir_params(spec)
+    Reservoir(reservoir["size"], spec.input.size, policy=reservoir["policy"])
+    if reservoir["policy"] != "window":
+        raise ValueError("reservoir_policy must be 'window' in the service")
+    every = reservoir["refit_every"]
+    if isinstance(every, bool) or not isinstance(every, int) or every < minimum_refit_every:
+        raise ValueError(
+            f"reservoir_refit_every must be an integer >= {minimum_refit_every}, got {every!r}"
+        )
 
 
 def _floats_per_model(spec: CreateModel, n_features: int) -> int:

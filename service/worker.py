@@ -134,36 +134,43 @@ class SnapshotWorker:
         with live.lock.write():
             if self.journal is not None:
                 self.journal.delete(live.name)
-            capture = live._capture()
-            blob = encode(
-                live.name,
-                capture.version,
-                live.spec.model_dump(mode="json"),
-                capture.state,
-                log_position=capture.log_position,
-            )
-            with self._save_lock:
-                self.store.save(live.name, capture.version, blob, self.settings.snapshot_retention)
-        live.last_snapshot_version = capture.version
-        live.last_snapshot_at = time.time()
+            self._save_held(live)
 
     def _save_held(self, live: LiveModel) -> int:
         """Write the model's current state as its newest snapshot; the caller holds the
         writer lock (changes made outside the log are durable before they are visible)."""
         capture = live._capture()
-        blob = encode(
+        self._write(live, capture, self._encode(live, capture), time.perf_counter())
+        return capture.version
+
+    def _encode(self, live: LiveModel, capture) -> bytes:
+        return encode(
             live.name,
             capture.version,
             live.spec.model_dump(mode="json"),
             capture.state,
             log_position=capture.log_position,
         )
+
+    def _write(self, live: LiveModel, capture, blob: bytes, started: float):
+        """Store an encoded capture, trim the log up to its position, and account for it;
+        None if the model was deleted meanwhile."""
         with self._save_lock:
+            if getattr(live, "deleted", False):
+                return None
             self.store.save(live.name, capture.version, blob, self.settings.snapshot_retention)
-        live.records_since_snapshot = 0
+            live.records_since_snapshot -= capture.records
+            if self.journal is not None and capture.log_position is not None:
+                try:
+                    self.journal.trim(live.name, capture.log_position)
+                except Exception as error:  # the log only grows; the next snapshot retries
+                    log.warning("could not trim the log of %s: %s", live.name, error)
         live.last_snapshot_version = capture.version
         live.last_snapshot_at = time.time()
-        return capture.version
+        self.metrics.snapshot_duration.labels(live.name).observe(time.perf_counter() - started)
+        self.metrics.snapshot_size.labels(live.name).set(len(blob))
+        self.metrics.snapshot_time.labels(live.name).set(live.last_snapshot_at)
+        return SnapshotMeta(live.name, capture.version, live.last_snapshot_at, len(blob))
 
     def refit_due(self) -> list[LiveModel]:
         """mofm models whose reservoir saw ``refit_every`` examples since their last refit."""
@@ -238,27 +245,12 @@ class SnapshotWorker:
             previous = live._capture()
             live.load_state(state)
             live.version += 1
-            capture = live._capture()
-            blob = encode(
-                live.name,
-                capture.version,
-                live.spec.model_dump(mode="json"),
-                capture.state,
-                log_position=capture.log_position,
-            )
             try:
-                with self._save_lock:
-                    self.store.save(
-                        live.name, capture.version, blob, self.settings.snapshot_retention
-                    )
+                return self._save_held(live)
             except Exception:
                 live.load_state(previous.state)
                 live.version = previous.version
                 raise
-            live.records_since_snapshot = 0
-        live.last_snapshot_version = capture.version
-        live.last_snapshot_at = time.time()
-        return capture.version
 
     # -- snapshots -----------------------------------------------------------------------
     def snapshot(self, live: LiveModel, force: bool = False) -> SnapshotMeta | None:
@@ -266,30 +258,12 @@ class SnapshotWorker:
         if not force and live.version == live.last_snapshot_version:
             return None  # unchanged: no copy of the state at all
         with live.snapshot_lock:  # the capture's buffers are reused by the next capture
-            version, state, position, records = live.snapshot_state()
-            if not force and version == live.last_snapshot_version:
+            capture = live.snapshot_state()
+            if not force and capture.version == live.last_snapshot_version:
                 return None
             started = time.perf_counter()
-            blob = encode(
-                live.name, version, live.spec.model_dump(mode="json"), state, log_position=position
-            )
-        with self._save_lock:
-            if getattr(live, "deleted", False):
-                return None
-            self.store.save(live.name, version, blob, self.settings.snapshot_retention)
-            live.records_since_snapshot -= records
-            if self.journal is not None and position is not None:
-                try:
-                    self.journal.trim(live.name, position)
-                except Exception as error:  # the log only grows; the next snapshot retries
-                    log.warning("could not trim the log of %s: %s", live.name, error)
-        elapsed = time.perf_counter() - started
-        live.last_snapshot_version = version
-        live.last_snapshot_at = time.time()
-        self.metrics.snapshot_duration.labels(live.name).observe(elapsed)
-        self.metrics.snapshot_size.labels(live.name).set(len(blob))
-        self.metrics.snapshot_time.labels(live.name).set(live.last_snapshot_at)
-        return SnapshotMeta(live.name, version, live.last_snapshot_at, len(blob))
+            blob = self._encode(live, capture)
+        return self._write(live, capture, blob, started)
 
     def delete_snapshots(self, live: LiveModel) -> None:
         """Delete the model's snapshots, then its log (a crash in between leaves a log

@@ -16,6 +16,14 @@ from service.config import Settings
 from service.main import create_app
 
 
+def wait_for(condition, timeout: float = 20.0, period: float = 0.05) -> None:
+    """Poll ``condition`` until it is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(period)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -5,13 +5,12 @@ replicas converge to the learner's version and predict identically to it."""
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import numpy as np
 import pytest
 
-from tests.service.conftest import RedisServer
+from tests.service.conftest import RedisServer, wait_for
 from tests.service.server import ServiceProcess
 
 SPEC = {
@@ -21,13 +20,6 @@ SPEC = {
     "input": {"n_features": 5},
     "averaging": {"interval": 5},
 }
-
-
-def wait_for(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def version(url: str) -> int | None:
@@ -54,7 +46,7 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
         for replica in replicas:
             replica.start()
         assert httpx.post(f"{replicas[0].url}/v1/models", json=SPEC).status_code == 201
-        wait_for(lambda: version(learner.url) == 0 and version(replicas[1].url) == 0)
+        wait_for(lambda: version(learner.url) == 0 and version(replicas[1].url) == 0, timeout=30)
 
         rng = np.random.default_rng(0)
         batches = 0
@@ -67,8 +59,8 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
             assert response.json()["logged"] == 3 and response.json()["learned"] == 0
             batches += 1
         # the learner learns every logged batch once, in log order (one version per batch)
-        wait_for(lambda: version(learner.url) == batches)
-        wait_for(lambda: all(version(r.url) == batches for r in replicas))
+        wait_for(lambda: version(learner.url) == batches, timeout=30)
+        wait_for(lambda: all(version(r.url) == batches for r in replicas), timeout=30)
 
         instances = {"instances": [{"x": rng.standard_normal(5).tolist()} for _ in range(4)]}
         for variant in ("live", "averaged"):
@@ -94,7 +86,9 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
 
         # a model deleted on one replica disappears everywhere
         assert httpx.delete(f"{replicas[1].url}/v1/models/m").status_code == 204
-        wait_for(lambda: version(learner.url) is None and version(replicas[0].url) is None)
+        wait_for(
+            lambda: version(learner.url) is None and version(replicas[0].url) is None, timeout=30
+        )
     finally:
         for process in (*replicas, learner):
             process.stop()

@@ -1,7 +1,5 @@
 """The worker against a real Redis that goes away and comes back."""
 
-import time
-
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -9,14 +7,7 @@ from fastapi.testclient import TestClient
 from service.config import Settings
 from service.main import create_app
 from service.store import RedisStore, decode
-from tests.service.conftest import create
-
-
-def wait_for(condition, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+from tests.service.conftest import create, wait_for
 
 
 @pytest.mark.parametrize("feedback_log", [False, True])

@@ -3,8 +3,6 @@ separation thesis's online learners through the service."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from core.multiclass import OrdinalMcRank
 from core.separation import EllipsoidPerceptron
 from service.config import Settings
 from service.main import create_app
-from tests.service.conftest import create
+from tests.service.conftest import create, wait_for
 from tests.service.server import ServiceProcess
 
 CLASSES = ["a", "b", "c"]
@@ -104,10 +102,7 @@ def test_refit_on_the_reservoir_is_swapped_in_and_durable(tmp_path):
             assert (
                 client.post("/v1/models/m/feedback", json={"examples": examples(seed)[2]})
             ).status_code == 200
-        deadline = time.monotonic() + 20
-        while client.get("/v1/models/m").json()["status"]["refits"] < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(lambda: client.get("/v1/models/m").json()["status"]["refits"] >= 1)
         info = client.get("/v1/models/m").json()
         # a refit is a new version, written as a snapshot before it is served
         assert info["version"] == 4 and info["last_snapshot_version"] == 4
@@ -146,10 +141,10 @@ def test_refit_then_sigkill_recovers_identically(tmp_path):
         for seed in range(2):
             body = {"examples": examples(seed)[2]}
             assert httpx.post(f"{service.url}/v1/models/m/feedback", json=body).is_success
-        deadline = time.monotonic() + 30
-        while httpx.get(f"{service.url}/v1/models/m").json()["status"]["refits"] < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(
+            lambda: httpx.get(f"{service.url}/v1/models/m").json()["status"]["refits"] >= 1,
+            timeout=30,
+        )
         body = {"examples": examples(9, n=7)[2]}  # after the refit: only in the log
         assert httpx.post(f"{service.url}/v1/models/m/feedback", json=body).is_success
         before = httpx.post(f"{service.url}/v1/models/m/predict", json=query).json()
@@ -201,10 +196,7 @@ def test_ellipsoidal_batch_kind_is_fitted_by_the_worker(tmp_path):
         response = client.post("/v1/models/m/feedback", json={"examples": body})
         assert response.status_code == 200
         assert not any(r["aggressive"] for r in response.json()["results"])
-        deadline = time.monotonic() + 60
-        while client.get("/v1/models/m").json()["status"]["fits"] < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(lambda: client.get("/v1/models/m").json()["status"]["fits"] >= 1, timeout=60)
         status = client.get("/v1/models/m").json()["status"]
         assert status["fitted_on"] == 40 and status["separable"] and status["t"] > 0.0
         labels = [
