@@ -264,6 +264,27 @@ def _plain(value):
     return value
 
 
+def check_classes(classes) -> tuple:
+    """Class labels as a tuple: a list or tuple of at least 2 distinct labels, all ints (that
+    fit in int64) or all strings; ValueError naming the problem otherwise."""
+    if not isinstance(classes, list | tuple):
+        raise ValueError(
+            f"classes must be a list or tuple of labels (e.g. np.unique(y).tolist()), "
+            f"got {type(classes).__name__}"
+        )
+    if len(classes) < 2:
+        raise ValueError(f"classes must hold at least 2 labels, got {list(classes)!r}")
+    is_int = [isinstance(c, int | np.integer) and not isinstance(c, bool) for c in classes]
+    is_str = [isinstance(c, str) for c in classes]
+    if not (all(is_int) or all(is_str)):
+        raise ValueError(f"classes must be all ints or all strings, got {list(classes)!r}")
+    if all(is_int) and any(not -(2**63) <= int(c) < 2**63 for c in classes):
+        raise ValueError("integer classes must fit in int64")
+    if len(set(classes)) != len(classes):
+        raise ValueError(f"classes must be distinct, got {list(classes)!r}")
+    return tuple(classes)
+
+
 def check_binary_label(y) -> float:
     """A binary label must be -1 or +1 (ints or floats; booleans are refused)."""
     if type(y) is int and (y == 1 or y == -1):  # the common case, cheaply

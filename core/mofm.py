@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
 
-from core.base import Estimator
+from core.base import Estimator, check_classes
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch, Row, as_batch, as_row, check_n_features
 from core.kernels.mofm import (
@@ -1051,20 +1051,9 @@ class _Labels:
     """Class labels (all ints or all strings) and their indices."""
 
     def __init__(self, classes):
-        if not isinstance(classes, list | tuple):
-            raise ValueError(
-                f"classes must be a list or tuple of labels, got {type(classes).__name__}"
-            )
-        if len(classes) < 2:
-            raise ValueError(f"classes must hold at least 2 labels, got {list(classes)!r}")
-        is_int = [isinstance(c, int | np.integer) and not isinstance(c, bool) for c in classes]
-        is_str = [isinstance(c, str) for c in classes]
-        if not (all(is_int) or all(is_str)):
-            raise ValueError(f"classes must be all ints or all strings, got {list(classes)!r}")
-        if len(set(classes)) != len(classes):
-            raise ValueError(f"classes must be distinct, got {list(classes)!r}")
+        classes = check_classes(classes)
         self.classes = tuple(c.item() if isinstance(c, np.generic) else c for c in classes)
-        self.strings = all(is_str)
+        self.strings = isinstance(self.classes[0], str)
         self.map = {c: k for k, c in enumerate(self.classes)}
         self.array = np.array(self.classes, dtype=object if self.strings else INDEX)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator
+from core.base import BinaryClassifier, Estimator, check_classes
 from core.config import INDEX
 from core.features import CSRBatch, as_batch, as_row
 
@@ -80,7 +80,7 @@ class _Reduction:
             )
         if getattr(base, "task", "binary") != "binary":
             raise ValueError(f"base must be a binary classifier, got task={base.task!r}")
-        self.classes_ = _check_classes(classes)
+        self.classes_ = check_classes(classes)
         self._string_classes = isinstance(self.classes_[0], str)
         self._index = {label: k for k, label in enumerate(self.classes_)}
         self._labels = np.array(self.classes_, dtype=object if self._string_classes else INDEX)
@@ -448,25 +448,6 @@ class OneVsRest(_Reduction, Estimator):
             n_aggressive += steps.aggressive
         self.n_seen_ += batch.n_rows
         return MulticlassSteps(losses, n_aggressive)
-
-
-def _check_classes(classes) -> tuple:
-    if not isinstance(classes, list | tuple):
-        raise ValueError(
-            f"classes must be a list or tuple of labels (e.g. np.unique(y).tolist()), "
-            f"got {type(classes).__name__}"
-        )
-    if len(classes) < 2:
-        raise ValueError(f"classes must hold at least 2 labels, got {list(classes)!r}")
-    is_int = [isinstance(c, int | np.integer) and not isinstance(c, bool) for c in classes]
-    is_str = [isinstance(c, str) for c in classes]
-    if not (all(is_int) or all(is_str)):
-        raise ValueError(f"classes must be all ints or all strings, got {list(classes)!r}")
-    if all(is_int) and any(not -(2**63) <= int(c) < 2**63 for c in classes):
-        raise ValueError("integer classes must fit in int64")
-    if len(set(classes)) != len(classes):
-        raise ValueError(f"classes must be distinct, got {list(classes)!r}")
-    return tuple(classes)
 
 
 def _check_squared_norms(batch: CSRBatch) -> None:

@@ -74,6 +74,15 @@ MAX_DILATION_FEATURES = 2000
 _POLICIES = ("reset", "freeze")
 
 
+def _check_dilation_size(n_features: int) -> None:
+    """The space-dilation learners keep an n x n matrix: refuse sizes past the stated limit."""
+    if n_features > MAX_DILATION_FEATURES:
+        raise ValueError(
+            f"n_features={n_features} exceeds MAX_DILATION_FEATURES="
+            f"{MAX_DILATION_FEATURES} (the state and each update are O(n^2))"
+        )
+
+
 def _check_flag(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be a bool, got {value!r}")
@@ -284,11 +293,7 @@ class ShorPerceptron(_Separator):
         self.step_growth = step_growth
         self.fit_intercept = fit_intercept
         self._init_common(n_features, fit_intercept)
-        if n_features > MAX_DILATION_FEATURES:
-            raise ValueError(
-                f"n_features={n_features} exceeds MAX_DILATION_FEATURES="
-                f"{MAX_DILATION_FEATURES} (the state and each update are O(n^2))"
-            )
+        _check_dilation_size(n_features)
         n = self._dim
         if dilation == "ellipsoid":
             beta, growth, _ = ellipsoid_factors(n, safeguard=False)
@@ -429,11 +434,7 @@ class EllipsoidPerceptron(_Separator):
         if on_unseparable not in _POLICIES:
             raise ValueError(f"on_unseparable must be one of {_POLICIES}, got {on_unseparable!r}")
         _check_flag("safeguard", safeguard)
-        if n_features > MAX_DILATION_FEATURES:
-            raise ValueError(
-                f"n_features={n_features} exceeds MAX_DILATION_FEATURES="
-                f"{MAX_DILATION_FEATURES} (the state and each update are O(n^2))"
-            )
+        _check_dilation_size(n_features)
         n = self._dim
         if n < 2:
             raise ValueError("the ellipsoid method needs n_features + fit_intercept >= 2")
