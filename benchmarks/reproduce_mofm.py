@@ -78,6 +78,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.markdown import replace_section  # noqa: E402
 from core.datasets import data_dir, load_svmlight  # noqa: E402
 from core.kernels.mofm import LOSSES  # noqa: E402
 from core.mofm import MultiOutputPN, _Problem, batch_loss_grad, select_basis  # noqa: E402
@@ -904,22 +905,7 @@ def speed_markdown(results, table, specs) -> str:
 
 def write_section(path: Path, body: str) -> None:
     """Rewrite only our section of a shared markdown file (created with a header if missing)."""
-    text = (
-        path.read_text()
-        if path.exists()
-        else (
-            "# Benchmarks\n\nResults of the scripts in `benchmarks/`. Each script rewrites only "
-            "its own section, between its begin / end markers.\n"
-        )
-    )
-    section = f"{BEGIN}\n{body}\n{END}"
-    if BEGIN in text and END in text:
-        before, rest = text.split(BEGIN, 1)
-        _, after = rest.split(END, 1)
-        text = before + section + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    replace_section(path, BEGIN, END, body)
 
 
 def main(argv=None) -> dict:

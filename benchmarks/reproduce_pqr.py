@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.markdown import replace_section  # noqa: E402
 from core.datasets import data_dir, load_svmlight  # noqa: E402
 from core.pqr import PQR, top_k  # noqa: E402
 
@@ -743,19 +744,6 @@ def speed_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def replace_between(path: Path, begin: str, end: str, body: str, header: str) -> None:
-    """Put ``body`` between the markers of ``path`` (created with ``header`` if missing)."""
-    text = path.read_text() if path.exists() else header
-    block = f"{begin}\n{body}\n{end}"
-    if begin in text and end in text:
-        before, rest = text.split(begin, 1)
-        after = rest.split(end, 1)[1]
-        text = before + block + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def plot(result: dict, path: Path) -> None:
     import matplotlib
 
@@ -813,7 +801,7 @@ def main(argv: list[str] | None = None) -> dict:
             result["movielens"] = run_movielens(args.movielens, settings)
     result["seconds"] = time.perf_counter() - started
     (args.out / "reproduce_pqr.json").write_text(json.dumps(result, indent=1, default=float))
-    replace_between(
+    replace_section(
         args.out / "pqr.md",
         "<!-- pqr-results:begin -->",
         "<!-- pqr-results:end -->",
@@ -825,7 +813,7 @@ def main(argv: list[str] | None = None) -> dict:
             plot(result, args.out / "reproduce_pqr.png")
         else:
             print("matplotlib is not installed: no figure", flush=True)
-        replace_between(
+        replace_section(
             args.out / "benchmarks.md",
             "<!-- pqr:begin -->",
             "<!-- pqr:end -->",

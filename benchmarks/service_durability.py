@@ -36,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.markdown import replace_section  # noqa: E402
 from core.features import CSRBatch  # noqa: E402
 from service.feedback_log import FileLog, encode_record  # noqa: E402
 
@@ -416,7 +417,6 @@ def replicas(args, tmp: Path) -> list[dict]:
 def render(result: dict) -> str:
     env = result["environment"]
     lines = [
-        BEGIN,
         "## Durability and scale-out (feedback log, recovery, api replicas)",
         "",
         f"Written by `benchmarks/service_durability.py` on {env['date']} (commit "
@@ -496,20 +496,13 @@ def render(result: dict) -> str:
             )
     for note in result.get("notes", []):
         lines += ["", note]
-    lines += ["", END]
+    lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def publish(result: dict) -> None:
     (DOCS / "durability_benchmarks.json").write_text(json.dumps(result, indent=1) + "\n")
-    path = DOCS / "benchmarks.md"
-    text = path.read_text()
-    section = render(result)
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1 :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+    replace_section(DOCS / "benchmarks.md", BEGIN, END, render(result))
 
 
 def main(argv=None) -> int:

@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.markdown import replace_section  # noqa: E402
 from core.base import check_binary_label  # noqa: E402
 from core.datasets import load_mnist_test  # noqa: E402
 from core.dos import DoSClassifier  # noqa: E402
@@ -1196,22 +1197,7 @@ def render(
 
 def write_section(path: Path, section: str) -> None:
     """Replace this benchmark's section of ``path`` (created if missing), leave the rest."""
-    block = f"{BEGIN}\n{section}{END}\n"
-    if path.exists():
-        text = path.read_text()
-    else:
-        text = (
-            "# Benchmarks\n\nResults of the scripts in `benchmarks/`. Each script rewrites only "
-            "its own section, between its begin / end markers.\n"
-        )
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block + tail.lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    replace_section(path, BEGIN, END, section)
 
 
 # -- CLI ----------------------------------------------------------------------------------

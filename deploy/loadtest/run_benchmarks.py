@@ -51,6 +51,7 @@ sys.path.insert(0, str(HERE))
 import loadgen  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
+from benchmarks.markdown import replace_section  # noqa: E402
 from service.config import Settings  # noqa: E402
 
 DEFAULT_INTERVAL = Settings.model_fields["averaging_interval"].default
@@ -530,22 +531,7 @@ def costs_markdown(costs: dict) -> list[str]:
 
 def write_section(path: Path, section: str) -> None:
     """Replace our section of ``path`` (created with a header if missing); keep the rest."""
-    block = f"{BEGIN}\n{section}{END}\n"
-    if path.exists():
-        text = path.read_text()
-    else:
-        text = (
-            "# Benchmarks\n\nResults of the scripts in `benchmarks/`. Each script rewrites only "
-            "its own section, between its begin / end markers.\n"
-        )
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block + tail.lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    replace_section(path, BEGIN, END, section)
 
 
 DESCRIPTIONS = {

@@ -15,7 +15,6 @@ from benchmarks.reproduce_pqr import (
     load_movielens,
     log_loss,
     main,
-    replace_between,
     run_movielens,
 )
 from core.datasets import data_dir
@@ -109,16 +108,6 @@ def test_hashed_stream():
     assert X.shape == (500, 2**20) and np.all(X.data == 1.0)
     assert 39 <= X.nnz / 500 <= 40 and set(np.unique(y)) == {-1.0, 1.0}
     assert X.has_sorted_indices
-
-
-def test_replace_between_keeps_other_sections(tmp_path):
-    path = tmp_path / "benchmarks.md"
-    replace_between(path, "<!-- pqr:begin -->", "<!-- pqr:end -->", "first", "# Benchmarks\n")
-    path.write_text(path.read_text() + "\n<!-- pa:begin -->\nother\n<!-- pa:end -->\n")
-    replace_between(path, "<!-- pqr:begin -->", "<!-- pqr:end -->", "second", "unused")
-    text = path.read_text()
-    assert text.startswith("# Benchmarks") and "other" in text and "first" not in text
-    assert text.count("<!-- pqr:begin -->") == 1 and "second" in text
 
 
 @needs_data
