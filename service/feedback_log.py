@@ -158,7 +158,6 @@ class _Segmented:
                     os.fsync(handle.fileno())
             self.next_position = (good[-1] + 1) if good else int(last.stem)
             self.handle = open(last, "ab")
-        self.records = 0
         #: the last position known to be on disk (group commit: ``FileLog.sync``)
         self.synced = self.next_position - 1
         self.sync_lock = threading.Lock()
@@ -270,7 +269,6 @@ class FileLog:
             handle.truncate(start)
             raise
         state.next_position = position + 1
-        state.records += 1
         return position
 
     def sync(self, model: str, position: int) -> None:

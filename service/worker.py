@@ -52,8 +52,11 @@ class SnapshotWorker:
 
     # -- store health ----------------------------------------------------------------------
     def check_store(self) -> bool:
+        """Whether the snapshot store and the feedback log answer (``/readyz``, metrics)."""
         try:
             self.store.ping()
+            if self.journal is not None:
+                self.journal.ping()
         except Exception as error:  # any client error means "unreachable"
             self.store_ok, self.store_error = False, f"{type(error).__name__}: {error}"
         else:

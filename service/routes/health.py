@@ -17,7 +17,8 @@ def healthz() -> dict:
 
 @router.get("/readyz")
 def readyz(app: App) -> Response:
-    """Ready: kernels compiled, models restored, snapshot store reachable (503 otherwise)."""
+    """Ready: kernels compiled, models restored (log replayed), snapshot store and feedback log
+    reachable (503 otherwise)."""
     worker = app.worker
     store_ok = worker.check_store()
     checks = {

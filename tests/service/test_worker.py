@@ -62,3 +62,13 @@ def test_redis_outage_keeps_serving_and_snapshots_resume(redis_server, tmp_path,
         assert all(np.array_equal(state["arrays"][k], live["arrays"][k]) for k in live["arrays"])
         wait_for(lambda: client.get("/readyz").status_code == 200)
         store.close()
+
+
+def test_readiness_checks_the_feedback_log_too(tmp_path):
+    """A log directory that cannot be written makes /readyz fail, as a store would."""
+    (tmp_path / "blocked").write_text("a file where the log directory should be")
+    settings = Settings(snapshot_dir=tmp_path / "snapshots", log_dir=tmp_path / "blocked")
+    with TestClient(create_app(settings)) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["snapshot_store"] is False
+        assert "blocked" in ready.json()["store_error"]
