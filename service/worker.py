@@ -146,7 +146,7 @@ class SnapshotWorker:
         self._write(live, capture, self._encode(live, capture), time.perf_counter())
         return capture.version
 
-    def _encode(self, live: LiveModel, capture) -> bytes:
+    def _encode(self, live: LiveModel, capture) -> memoryview:
         return encode(
             live.name,
             capture.version,
@@ -155,7 +155,7 @@ class SnapshotWorker:
             log_position=capture.log_position,
         )
 
-    def _write(self, live: LiveModel, capture, blob: bytes, started: float):
+    def _write(self, live: LiveModel, capture, blob: memoryview, started: float):
         """Store an encoded capture, trim the log up to its position, and account for it;
         None if the model was deleted meanwhile."""
         with self._save_lock:
