@@ -45,6 +45,7 @@ from core.kernels.features import (
     _features_check_csr,
     _features_check_dense,
     _features_check_sparse,
+    _features_first_overflow,
 )
 
 Row = tuple[np.ndarray, np.ndarray]
@@ -290,6 +291,10 @@ def as_batch(X, n_features: int) -> CSRBatch:
 
 def batch_from_rows(rows: Sequence[Row]) -> CSRBatch:
     """Concatenate already validated rows into a CSRBatch."""
+    if len(rows) == 1:  # the common single example: its arrays as they are
+        indices, values = rows[0]
+        indptr = np.array([0, indices.shape[0]], dtype=INDEX)
+        return CSRBatch(indptr, indices.astype(INDEX, copy=False), values.astype(FLOAT, copy=False))
     indptr = np.zeros(len(rows) + 1, dtype=INDEX)
     if rows:
         np.cumsum([r[0].shape[0] for r in rows], out=indptr[1:])
@@ -299,6 +304,12 @@ def batch_from_rows(rows: Sequence[Row]) -> CSRBatch:
         indices = np.zeros(0, dtype=INDEX)
         values = np.zeros(0, dtype=FLOAT)
     return CSRBatch(indptr, indices, values)
+
+
+def first_overflowing_row(batch: CSRBatch) -> int:
+    """The first row of a validated batch whose squared norm, summed in order, overflows
+    float64 (no model can learn it: their updates divide by it); -1 if none."""
+    return int(_features_first_overflow(batch.indptr, batch.values))
 
 
 def _checked_csr(indptr, indices, values, n_features: int) -> CSRBatch:

@@ -21,6 +21,13 @@ body limit, metrics and access logs are unchanged) and answers these two endpoin
   ``service.errors`` that FastAPI's exception handlers use. Anything unexpected propagates
   to ``ServiceMiddleware`` (logged, JSON 500), as from a FastAPI route.
 
+Small feedback requests (bodies up to ``GROUP_BODY_BYTES``) of one model wait on the event
+loop in arrival order and go to a handler thread in groups (``routes.feedback.handle_group``):
+each request of a group is parsed, validated, logged and learned exactly as alone, with its
+own answer, but the group costs one thread hop and one fsync of the feedback log, and the
+next group is learned while that fsync runs. Larger (bulk) bodies go alone, so that their
+parsing overlaps the learning before them.
+
 Every other request goes to FastAPI unchanged, and so does everything when the setting
 ``fast_path`` is off; the routes stay the OpenAPI description. The route tests run with the
 fast path on and off.
@@ -29,6 +36,7 @@ fast path on and off.
 from __future__ import annotations
 
 import asyncio
+import collections
 import email.message
 import json
 
@@ -47,8 +55,10 @@ from service.routes import feedback, predict
 from service.threads import run_sync
 
 PREFIX = "/v1/models/"
-#: feedback bodies up to this size take turns per model before the thread hop
-TURN_BODY_BYTES = 64 * 1024
+#: feedback bodies up to this size are handled in groups per model (larger ones alone)
+GROUP_BODY_BYTES = 64 * 1024
+#: at most this many requests per group
+GROUP_REQUESTS = 64
 ENDPOINTS = {
     "predict": "/v1/models/{name}/predict",
     "feedback": "/v1/models/{name}/feedback",
@@ -101,7 +111,7 @@ class FastPath:
     def __init__(self, app):
         self.app = app
         self._routes: dict[str, APIRoute] | None = None
-        self._turns: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+        self._queues: dict[str, _FeedbackQueue] = {}
 
     async def __call__(self, scope, receive, send):
         if (
@@ -207,22 +217,82 @@ class FastPath:
         live = components.registry.get(name)
         body = await read_body(receive)
         handler = feedback.handler_for(header(scope, b"content-type") or "")
-        if len(body) > TURN_BODY_BYTES:  # bulk: its parsing overlaps the learning before it
+        if len(body) > GROUP_BODY_BYTES:  # bulk: its parsing overlaps the learning before it
             return JSONResponse(
                 await run_sync(components.executor, handler, components, live, body)
             )
-        # small requests of a model go to the thread pool one at a time, the others queued
-        # here in arrival order: the model has one writer anyway, and handler threads
-        # queued on its lock would all wake up at every release (a notify_all)
-        async with self._writer_turn(live.uid):
-            result = await run_sync(components.executor, handler, components, live, body)
-        return JSONResponse(result)
+        # small requests of a model wait here in arrival order and go to a handler thread
+        # in groups (routes.feedback.handle_group): one thread hop and one log fsync per group
+        queue = self._queue(live.uid)
+        answer = asyncio.get_running_loop().create_future()
+        queue.waiting.append((handler, live, body, answer))
+        if not queue.busy:
+            queue.start(components)
+        return JSONResponse(await answer)
 
-    def _writer_turn(self, uid: str) -> asyncio.Lock:
+    def _queue(self, uid: str) -> _FeedbackQueue:
         loop = asyncio.get_running_loop()
-        entry = self._turns.get(uid)
-        if entry is None or entry[0] is not loop:
-            if len(self._turns) >= 1024:  # forget idle locks (of deleted models, say)
-                self._turns = {k: v for k, v in self._turns.items() if v[1].locked()}
-            entry = self._turns[uid] = (loop, asyncio.Lock())
-        return entry[1]
+        queue = self._queues.get(uid)
+        if queue is None or queue.loop is not loop:
+            if len(self._queues) >= 1024:  # forget idle queues (of deleted models, say)
+                self._queues = {k: q for k, q in self._queues.items() if q.busy or q.waiting}
+            queue = self._queues[uid] = _FeedbackQueue(loop)
+        return queue
+
+
+class _FeedbackQueue:
+    """The small feedback requests of one model waiting for a handler thread. One group is
+    being learned at a time (the model has one writer anyway, and handler threads queued on
+    its lock would all wake up at every release); the requests that arrive meanwhile form
+    the next group, started as soon as the current one is learned, while its log records
+    are still being made durable."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.waiting: collections.deque = collections.deque()
+        self.busy = False
+
+    def start(self, components: Components) -> None:
+        """Send the waiting requests (at most ``GROUP_REQUESTS``) to a handler thread."""
+        group = [self.waiting.popleft() for _ in range(min(len(self.waiting), GROUP_REQUESTS))]
+        self.busy = True
+        released = False
+
+        def release() -> None:  # on the loop: the group is learned, the next one may go
+            nonlocal released
+            if not released:
+                released = True
+                self.busy = False
+                if self.waiting:
+                    self.start(components)
+
+        def learned() -> None:  # in the handler thread
+            self.loop.call_soon_threadsafe(release)
+
+        def done(future: asyncio.Future) -> None:
+            release()  # (if the thread failed before it was learned)
+            if future.cancelled():
+                outcomes = [(False, asyncio.CancelledError())] * len(group)
+            elif future.exception() is not None:
+                outcomes = [(False, future.exception())] * len(group)
+            else:
+                outcomes = future.result()
+            for (*_, answer), (ok, value) in zip(group, outcomes, strict=True):
+                if answer.done():  # its client went away
+                    continue
+                if ok:
+                    answer.set_result(value)
+                else:
+                    answer.set_exception(value)
+
+        requests = [(handler, live, body) for handler, live, body, _ in group]
+        try:
+            running = self.loop.run_in_executor(
+                components.executor, feedback.handle_group, components, requests, learned
+            )
+        except Exception as error:  # the pool is shut down: no thread will answer
+            failed = self.loop.create_future()
+            failed.set_exception(error)
+            done(failed)
+            return
+        running.add_done_callback(done)

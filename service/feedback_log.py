@@ -18,7 +18,8 @@ Record encoding (little endian), shared by both logs::
 Positions are consecutive integers from 1. Appends are written under the model's writer
 lock and, with the default ``fsync="batch"``, made durable by ``sync`` before the request is
 acknowledged; ``sync`` runs outside that lock, so the requests waiting together share one
-fsync (group commit). A frame cut short by a crash (or with a
+fsync (group commit: the fast path hands small feedback requests to a thread in groups, and
+syncs once per group). A frame cut short by a crash (or with a
 bad checksum) ends the log: it was never acknowledged, and it is cut off when the log is
 opened. ``trim(position)`` starts a new segment and deletes the segments wholly at or before
 ``position`` (called after a snapshot that includes it), or moves them to an archive

@@ -200,6 +200,39 @@ class Metrics:
         self._expired_seen = 0
         self._evicted_seen = 0
         self._log_failures_seen: dict[str, int] = {}
+        # label children of the per-request metrics, looked up once (``labels`` validates
+        # and locks on every call): by (endpoint, method, status), and by model
+        self._request_children: dict[tuple, tuple] = {}
+        self._learn_children: dict[str, tuple] = {}
+
+    def request_done(self, endpoint: str, method: str, status: int, seconds: float) -> None:
+        """Count a request and observe its latency."""
+        key = (endpoint, method, status)
+        children = self._request_children.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(endpoint, method, str(status)),
+                self.latency.labels(endpoint, method),
+            )
+            if len(self._request_children) < 4096:  # (methods are the client's choice)
+                self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def learned(self, name: str, n: int, n_aggressive: int | None) -> None:
+        """Count ``n`` feedback examples of a model and its updates by outcome (None: only
+        logged, on an api replica)."""
+        children = self._learn_children.get(name)
+        if children is None:
+            children = self._learn_children[name] = (
+                self.feedback.labels(name),
+                self.updates.labels(name, "aggressive"),
+                self.updates.labels(name, "passive"),
+            )
+        children[0].inc(n)
+        if n_aggressive is not None:
+            children[1].inc(n_aggressive)
+            children[2].inc(n - n_aggressive)
 
     def observe_cache(self, cache) -> None:
         self.pending.set(len(cache))
@@ -237,6 +270,7 @@ class Metrics:
     def forget_model(self, name: str) -> None:
         self.models.dec()
         self._log_failures_seen.pop(name, None)
+        self._learn_children.pop(name, None)
         for metric in (
             self.predictions,
             self.feedback,

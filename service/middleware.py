@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import random
 import time
-import uuid
 
 from service.errors import BodyTooLarge, error_body, internal_error
 
@@ -14,6 +15,14 @@ __all__ = ["BodyTooLarge", "ServiceMiddleware"]
 
 log = logging.getLogger("lorentztron.access")
 errors_log = logging.getLogger("lorentztron")
+
+# request ids: 128 random bits as 32 hex digits, like a uuid4's hex, from a generator seeded
+# by the OS once (ids need to be unique, not secret: no system call per request)
+_ids = random.Random(int.from_bytes(os.urandom(32), "big"))
+
+
+def new_request_id() -> str:
+    return f"{_ids.getrandbits(128):032x}"
 
 
 class ServiceMiddleware:
@@ -34,7 +43,7 @@ class ServiceMiddleware:
             return
         started = time.perf_counter()
         headers = dict(scope.get("headers") or [])
-        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex
+        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         status = {"code": 500}
 
@@ -87,20 +96,26 @@ class ServiceMiddleware:
         route = scope.get("route")
         endpoint = getattr(route, "path", "unmatched")
         method = scope["method"]
-        self.metrics.requests.labels(endpoint, method, str(status["code"])).inc()
-        self.metrics.latency.labels(endpoint, method).observe(elapsed)
+        self.metrics.request_done(endpoint, method, status["code"], elapsed)
         if log.isEnabledFor(logging.INFO):
+            fields = {
+                "request_id": request_id,
+                "method": method,
+                "path": scope["path"],
+                "endpoint": endpoint,
+                "status": status["code"],
+                "ms": round(elapsed * 1000, 3),
+            }
+            # the fields travel as such (service.cli's JSON formatter merges them into the
+            # line); the message is for any other handler
             log.info(
-                json.dumps(
-                    {
-                        "request_id": request_id,
-                        "method": method,
-                        "path": scope["path"],
-                        "endpoint": endpoint,
-                        "status": status["code"],
-                        "ms": round(elapsed * 1000, 3),
-                    }
-                )
+                "%s %s %s %.3f ms (request %s)",
+                method,
+                fields["path"],
+                fields["status"],
+                fields["ms"],
+                request_id,
+                extra={"fields": fields},
             )
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -20,9 +21,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.averaging import Averaged
-from core.base import BinaryClassifier, Estimator, Steps
+from core.base import BinaryClassifier, Estimator
 from core.dos import DoSClassifier
-from core.features import CSRBatch, FeatureHasher, Row, batch_from_rows, dense_row, sparse_row
+from core.features import (
+    CSRBatch,
+    FeatureHasher,
+    Row,
+    batch_from_rows,
+    dense_row,
+    first_overflowing_row,
+    sparse_row,
+)
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN, Reservoir
 from core.multiclass import OneVsOne, OneVsRest, OrdinalMcRank
@@ -195,11 +204,23 @@ class Progressive:
         self.squared_sum = 0.0
         self._recent = np.zeros((3, window))  # correct, loss, squared error
 
-    def update(
-        self, correct: np.ndarray, losses: np.ndarray, squared: np.ndarray | None = None
-    ) -> None:
-        k = losses.shape[0]
+    def update(self, correct: Sequence, losses: Sequence, squared: Sequence | None = None) -> None:
+        """Account for examples scored before they were learned (arrays, or lists for a
+        single example)."""
+        k = len(losses)
         if k == 0:
+            return
+        if k == 1:  # the common single example, in plain Python
+            position = self.n % self.window
+            hit, loss = bool(correct[0]), float(losses[0])
+            error = 0.0 if squared is None else float(squared[0])
+            self._recent[0, position] = hit
+            self._recent[1, position] = loss
+            self._recent[2, position] = error
+            self.n += 1
+            self.correct += hit
+            self.loss_sum += loss
+            self.squared_sum += error
             return
         squared = np.zeros(k) if squared is None else squared
         positions = (self.n + np.arange(k)) % self.window
@@ -586,23 +607,32 @@ class LiveModel:
         return version, labels, score_list, probabilities
 
     # -- learning -------------------------------------------------------------------------
-    def learn_rows(self, rows: list[Row], targets: np.ndarray) -> dict[str, Any]:
+    def learn_rows(
+        self, rows: list[Row], targets: np.ndarray, deferred: list | None = None
+    ) -> dict[str, Any]:
         """Learn validated rows in order (one writer); progressive metrics first."""
-        return self.learn_batch(batch_from_rows(rows), targets)
+        return self.learn_batch(batch_from_rows(rows), targets, deferred)
 
-    def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
+    def learn_batch(
+        self, batch: CSRBatch, targets: np.ndarray, deferred: list | None = None
+    ) -> dict[str, Any]:
         """Learn a validated batch in order (one writer), scoring each example before it is
         learned (progressive validation). ``targets``: class indices or values.
 
         With a feedback log the batch is appended to it first, under the writer lock (log
         order is learning order); if the append fails the request is refused (503) and
-        nothing is learned. In the ``api`` role (``log_only``) the batch is only appended."""
+        nothing is learned. In the ``api`` role (``log_only``) the batch is only appended.
+
+        The record is made durable (``sync``) before this returns, unless ``deferred`` is
+        given: then its log position is appended to that list, and the caller must call
+        ``sync`` with it before acknowledging the request (one fsync for a group of
+        requests handled together)."""
         check_norms(batch)
         record = encode_record(batch, targets) if self.journal is not None else None
         if self.log_only:  # api role: nothing here changes, so no writer lock (a version
             # load holds it while it swaps a published state in)
             position = self._append(record)
-            self._sync(position)
+            self._durable(position, deferred)
             return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
         position = None
         try:
@@ -614,9 +644,15 @@ class LiveModel:
             # a logged record is made durable whatever its learning gave (a refused one is
             # replayed and refused the same way)
             if position is not None:
-                self._sync(position)
+                self._durable(position, deferred)
 
-    def _sync(self, position: Position) -> None:
+    def _durable(self, position: Position, deferred: list | None) -> None:
+        if deferred is None:
+            self.sync(position)
+        else:
+            deferred.append(position)
+
+    def sync(self, position: Position) -> None:
         """Durable before acknowledged: fsync up to our record, outside the writer lock, so
         that concurrent requests share one fsync (group commit). If it fails the request
         gets a 503 although the example was learned (it is in the log's page cache, and the
@@ -694,15 +730,20 @@ class LiveModel:
         squared = None
         if self.batch:
             predicted, losses, aggressive, correct = self._offer_batch(batch, targets)
+        elif (self.regression or self.binary) and batch.n_rows == 1:
+            # the common single example: one learn_one, plain Python around it
+            target = targets[0]
+            y = float(target) if self.regression else (1.0 if target == 1 else -1.0)
+            step = self.estimator.learn_one(batch.row(0), y)
+            losses, aggressive = [float(step.loss)], [bool(step.aggressive)]
+            if self.regression:
+                predicted, squared, correct = [step.score], [(step.score - y) ** 2], [False]
+            else:
+                label = 1 if step.score > 0 else 0
+                predicted, correct = [label], [label == target]
         elif self.regression or self.binary:
             y = targets if self.regression else np.where(targets == 1, 1.0, -1.0)
-            if batch.n_rows == 1:  # no batch machinery for the common single example
-                step = self.estimator.learn_one(batch.row(0), float(y[0]))
-                steps = Steps(
-                    np.array([step.score]), np.array([step.loss]), np.array([step.aggressive])
-                )
-            else:
-                steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
+            steps = self.estimator.learn_many(csr_of(batch, self.n_features), y)
             losses, aggressive = steps.losses, steps.aggressive
             if self.regression:
                 predicted = steps.scores
@@ -790,9 +831,20 @@ class LiveModel:
         kept for the next snapshot: a fresh 100 MB allocation costs its page faults on every
         copy (130 ms per 67 MB here against 6 ms for a reused buffer). The capture is valid
         until the next ``snapshot_state``: callers hold ``snapshot_lock`` until they have
-        encoded it."""
+        encoded it. New buffers (the first snapshot, a changed shape) are allocated and
+        faulted in before the lock is taken."""
+        self._prepare_buffers(self._snapshot_buffers)
         with self.lock.read():
             return self._capture(self._snapshot_buffers)
+
+    def _prepare_buffers(self, buffers: dict) -> None:
+        # reads only shapes and dtypes, without the lock: a buffer made stale by a
+        # concurrent restore is replaced under the lock by _copy_into
+        for name, array in self.estimator.arrays():
+            buffer = buffers.get(name)
+            if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
+                buffer = buffers[name] = np.empty_like(array, order="K")
+                np.copyto(buffer, 0)  # its page faults now, not under the lock
 
     def _capture(self, buffers: dict | None = None) -> Capture:
         # a plain memory copy in each array's own layout; the encoder makes it contiguous
@@ -803,10 +855,6 @@ class LiveModel:
 
     def _copy_into(self, buffers: dict) -> dict:
         """``estimator.get_state(order="K")`` with the arrays copied into reused buffers."""
-        state = self.estimator.get_state(order="K") if not buffers else None
-        if state is not None:  # the first capture allocates the buffers
-            buffers.update(state["arrays"])
-            return state
         arrays = {}
         for name, array in self.estimator.arrays():
             buffer = buffers.get(name)
@@ -965,19 +1013,9 @@ def _sigmoid(scores: np.ndarray) -> np.ndarray:
 def check_norms(batch: CSRBatch) -> None:
     """Refuse (422) an example whose squared norm overflows float64: every model's update
     divides by it, so no model can learn it. Checked before anything is logged or learned."""
-    if not batch.values.shape[0]:
+    row = first_overflowing_row(batch)
+    if row < 0:
         return
-    with np.errstate(over="ignore"):
-        squares = batch.values * batch.values
-        finite = np.isfinite(squares)
-        if finite.all():
-            sums = np.add.reduceat(squares, batch.indptr[:-1].clip(max=squares.shape[0] - 1))
-            finite_rows = np.isfinite(sums) | (np.diff(batch.indptr) == 0)
-            if finite_rows.all():
-                return
-            row = int(np.flatnonzero(~finite_rows)[0])
-        else:
-            row = int(np.searchsorted(batch.indptr, np.flatnonzero(~finite)[0], "right") - 1)
     raise APIError(
         422,
         "invalid_input",

@@ -55,3 +55,16 @@ def _features_check_csr(indptr, indices, values, n_features):
         if status != OK:
             return status, i, k
     return OK, -1, -1
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _features_first_overflow(indptr, values):
+    """The first row of a CSR batch whose squared norm (summed in order) is not finite, or
+    -1. Values are finite (checked before); only their squares and sums can overflow."""
+    for i in range(indptr.shape[0] - 1):
+        total = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            total += values[k] * values[k]
+        if not np.isfinite(total):
+            return i
+    return -1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
@@ -78,15 +81,19 @@ def handler_for(content_type: str):
     )
 
 
-def _json_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
+def _json_feedback(
+    app: Components, live: LiveModel, body: bytes, deferred: list | None = None
+) -> dict:
     try:
         request = FeedbackRequest.model_validate_json(body)
     except ValidationError as error:
         raise RequestValidationError(error.errors()) from None
-    return _apply_examples(app, live, request.examples, with_results=True)
+    return _apply_examples(app, live, request.examples, True, deferred)
 
 
-def _ndjson_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
+def _ndjson_feedback(
+    app: Components, live: LiveModel, body: bytes, deferred: list | None = None
+) -> dict:
     examples = []
     for number, line in enumerate(body.split(b"\n"), start=1):
         if not line.strip():
@@ -104,7 +111,7 @@ def _ndjson_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
             ) from None
     if not examples:
         raise APIError(422, "invalid_input", "the body holds no example")
-    return _apply_examples(app, live, examples, with_results=False, where="line")
+    return _apply_examples(app, live, examples, False, deferred, where="line")
 
 
 def _apply_examples(
@@ -112,6 +119,7 @@ def _apply_examples(
     live: LiveModel,
     examples: list[Example],
     with_results: bool,
+    deferred: list | None,
     where: str = "examples",
 ) -> dict:
     if with_results and len(examples) > app.settings.max_batch:
@@ -142,11 +150,13 @@ def _apply_examples(
             raise
         for (i, _), row in zip(by_id, kept, strict=True):
             rows[i] = row
-    result = live.learn_rows(rows, targets)
+    result = live.learn_rows(rows, targets, deferred)
     return _response(app, live, result, len(rows), with_results)
 
 
-def _svmlight_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
+def _svmlight_feedback(
+    app: Components, live: LiveModel, body: bytes, deferred: list | None = None
+) -> dict:
     try:
         X, y = parse_svmlight(body, n_features=live.n_features, source="body")
         batch = as_batch(X, live.n_features)
@@ -155,7 +165,7 @@ def _svmlight_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
     if batch.n_rows == 0:
         raise APIError(422, "invalid_input", "the body holds no example")
     if live.regression:
-        return _response(app, live, live.learn_batch(batch, y), batch.n_rows, False)
+        return _response(app, live, live.learn_batch(batch, y, deferred), batch.n_rows, False)
     labels = np.full(y.shape[0], -1, dtype=np.int64)
     for value in np.unique(y):
         matches = [k for k, c in enumerate(live.classes) if not isinstance(c, str) and c == value]
@@ -168,13 +178,13 @@ def _svmlight_feedback(app: Components, live: LiveModel, body: bytes) -> dict:
                 {"row": row},
             )
         labels[y == value] = matches[0]
-    result = live.learn_batch(batch, labels)
+    result = live.learn_batch(batch, labels, deferred)
     return _response(app, live, result, batch.n_rows, with_results=False)
 
 
 def _response(app: Components, live: LiveModel, result: dict, n: int, with_results: bool) -> dict:
     if "logged" in result:  # api role: durable in the log, learned by the learner
-        app.metrics.feedback.labels(live.name).inc(n)
+        app.metrics.learned(live.name, n, None)
         return {
             "model": live.name,
             "version": result["version"],
@@ -183,9 +193,7 @@ def _response(app: Components, live: LiveModel, result: dict, n: int, with_resul
             "results": None,
             "logged": n,
         }
-    app.metrics.feedback.labels(live.name).inc(n)
-    app.metrics.updates.labels(live.name, "aggressive").inc(result["n_aggressive"])
-    app.metrics.updates.labels(live.name, "passive").inc(n - result["n_aggressive"])
+    app.metrics.learned(live.name, n, result["n_aggressive"])
     response = {
         "model": live.name,
         "version": result["version"],
@@ -201,3 +209,37 @@ def _response(app: Components, live: LiveModel, result: dict, n: int, with_resul
             )
         ]
     return response
+
+
+def handle_group(
+    app: Components, requests: list[tuple[Callable, LiveModel, bytes]], learned: Callable
+) -> list[tuple[bool, Any]]:
+    """Handle small feedback requests, in their order, in one trip to a handler thread:
+    ``requests`` are ``(handler, model, body)``; the answer is one ``(True, response)`` or
+    ``(False, exception)`` per request.
+
+    Each request is parsed, validated, logged and learned exactly as alone (its own log
+    record, version, results and errors), except that the log records of the group are made
+    durable together, by one fsync after the last of them (group commit), before any
+    request is answered. ``learned()`` is called between the two, so that the next group
+    can be learned during this fsync. A failed fsync answers 503 ``log_unavailable`` to
+    every request of the group that it was to make durable."""
+    outcomes: list[tuple[bool, Any]] = []
+    pending: list[list] = []
+    try:
+        for handler, live, body in requests:
+            deferred: list = []
+            pending.append(deferred)
+            try:
+                outcomes.append((True, handler(app, live, body, deferred)))
+            except Exception as error:  # the request's own answer (4xx, 503, or a 500)
+                outcomes.append((False, error))
+    finally:
+        learned()
+    for k, ((_, live, _), deferred) in enumerate(zip(requests, pending, strict=True)):
+        if deferred:
+            try:
+                live.sync(deferred[-1])  # the first covers the others (one fsync per log)
+            except APIError as error:
+                outcomes[k] = (False, error)
+    return outcomes

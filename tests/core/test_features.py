@@ -2,7 +2,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.features import FeatureHasher, as_batch, as_row, batch_from_rows, check_n_features
+from core.features import (
+    FeatureHasher,
+    as_batch,
+    as_row,
+    batch_from_rows,
+    check_n_features,
+    first_overflowing_row,
+)
 
 
 def test_dense_row():
@@ -87,6 +94,12 @@ def test_batches_from_every_form_agree():
     np.testing.assert_array_equal(row[1], dense[2][dense[2] != 0])
     assert as_batch(np.zeros((0, 4)), 4).n_rows == 0
     assert batch_from_rows([]).n_rows == 0
+    for rows in ([from_dense.row(2)], [from_dense.row(2), from_dense.row(0)]):
+        batch = batch_from_rows(rows)
+        assert batch.indptr.dtype == from_dense.indptr.dtype and batch.n_rows == len(rows)
+        for i, (indices, values) in enumerate(rows):
+            np.testing.assert_array_equal(batch.row(i)[0], indices)
+            np.testing.assert_array_equal(batch.row(i)[1], values)
     unsorted = sp.csr_matrix(
         (np.array([1.0, 2.0]), np.array([3, 1]), np.array([0, 2])), shape=(1, 4)
     )
@@ -124,3 +137,29 @@ def test_unreadable_example():
         as_row("abc", 3)
     with pytest.raises(ValueError, match="cannot read an example"):
         as_row(3.0, 3)
+
+
+def test_first_overflowing_row_against_a_numpy_reference():
+    """The first row whose squared norm, summed in order, is not finite: finite squares
+    whose sum overflows count, empty rows never do, -1 when every row is fine."""
+
+    def reference(batch):
+        for i in range(batch.n_rows):
+            with np.errstate(over="ignore"):
+                total = np.cumsum(batch.row(i)[1] ** 2)
+            if total.size and not np.isfinite(total[-1]):
+                return i
+        return -1
+
+    rows = [
+        (np.array([0, 1]), np.array([1.0, -2.0])),
+        (np.array([], dtype=np.int64), np.array([])),
+        (np.array([0, 1, 2]), np.array([1e154, 1e154, 1e154])),  # squares finite, sum not
+        (np.array([3]), np.array([1e155])),  # the square itself overflows
+        (np.array([3]), np.array([1e-300])),
+    ]
+    for order in ([0, 1, 2, 3, 4], [0, 1, 3, 2], [0, 1, 4], [4, 3], [1], []):
+        batch = batch_from_rows([rows[k] for k in order])
+        assert first_overflowing_row(batch) == reference(batch)
+    assert first_overflowing_row(batch_from_rows([rows[2]])) == 0
+    assert first_overflowing_row(batch_from_rows([rows[0], rows[4]])) == -1

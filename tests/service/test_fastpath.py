@@ -4,15 +4,22 @@ requests sent to an app with the fast path and to one without give the same stat
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from core.base import state_digest
 from service.config import Settings
 from service.fastpath import FastPath, is_json_content_type
+from service.feedback_log import LogUnavailable, decode_record
 from service.main import create_app
+from service.routes import feedback as feedback_route
 from service.routes import predict as predict_route
 from tests.service.conftest import create
 
@@ -280,3 +287,92 @@ def test_openapi_is_the_same_with_and_without_the_fast_path(pair):
 )
 def test_json_content_types_as_fastapi(value, expected):
     assert is_json_content_type(value) is expected
+
+
+def grouped_bodies(n: int) -> list[tuple[bytes, int]]:
+    """(body, expected status) of ``n`` single-example feedback requests: valid ones,
+    one of a wrong dimension and one of an unknown label in every four."""
+    rng = np.random.default_rng(3)
+    bodies = []
+    for i in range(n):
+        x = rng.standard_normal(4).round(3).tolist()
+        label = "a" if rng.random() < 0.5 else "b"
+        if i % 4 == 2:
+            bodies.append((json.dumps({"examples": [{"x": x, "label": "z"}]}).encode(), 422))
+        elif i % 4 == 3:
+            bodies.append((json.dumps({"examples": [{"x": x[:3], "label": label}]}).encode(), 422))
+        else:
+            bodies.append((json.dumps({"examples": [{"x": x, "label": label}]}).encode(), 200))
+    return bodies
+
+
+def test_concurrent_feedback_is_grouped_and_each_request_answered_as_alone(pair, monkeypatch):
+    """Small feedback requests that arrive together are handled a group at a time (one
+    thread hop, one fsync of the log), yet each gets its own answer: the invalid ones their
+    422 and nothing learned, the valid ones a version each, and the model ends exactly as
+    the same valid examples learned one by one in the order of their versions (FastAPI's
+    route, no grouping), with one log record per valid request in that order."""
+    fast, slow = pair
+    for client in pair:
+        create(client, n_features=4, params={"rank": 2, "seed": 1}, classes=["a", "b"])
+    sizes = []
+    original = feedback_route.handle_group
+
+    def spy(app, requests, learned):
+        if not sizes:
+            time.sleep(0.3)  # the first group holds the model's turn: the others queue
+        sizes.append(len(requests))
+        return original(app, requests, learned)
+
+    monkeypatch.setattr(feedback_route, "handle_group", spy)
+    bodies = grouped_bodies(32)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda b: fast.post("/v1/models/m/feedback", content=b[0]), bodies))
+    assert [a.status_code for a in answers] == [status for _, status in bodies]
+    assert sum(sizes) == len(bodies) and max(sizes) > 1, sizes
+    learned = sorted(
+        (a.json()["version"], body)
+        for a, (body, status) in zip(answers, bodies, strict=True)
+        if status == 200
+    )
+    versions = [v for v, _ in learned]
+    assert versions == list(range(versions[0], versions[0] + len(learned)))
+    for _, body in learned:
+        assert slow.post("/v1/models/m/feedback", content=body).status_code == 200
+    models = [c.app.state.components.registry.get("m") for c in (fast, slow)]
+    assert models[0].n_learned == models[1].n_learned == len(learned)
+    assert state_digest(models[0].estimator.get_state()) == state_digest(
+        models[1].estimator.get_state()
+    )
+    records = [decode_record(r) for _, r in models[0].journal.read_after("m", 0)]
+    expected = [json.loads(body)["examples"][0]["x"] for _, body in learned]
+    assert [batch.values.tolist() for batch, _, _ in records[-len(learned) :]] == [
+        [v for v in x if v != 0] for x in expected
+    ]
+
+
+def test_a_failed_group_fsync_refuses_every_request_it_was_to_make_durable(pair, monkeypatch):
+    fast, _ = pair
+    create(fast, n_features=4, params={"rank": 2}, classes=["a", "b"])
+    components = fast.app.state.components
+    live = components.registry.get("m")
+    handler = feedback_route.handler_for("application/json")
+    bodies = grouped_bodies(4)  # valid, valid, unknown label, wrong dimension
+
+    def broken(model, position):
+        raise LogUnavailable("disk gone")
+
+    monkeypatch.setattr(live.journal, "sync", broken)
+    calls = []
+    outcomes = feedback_route.handle_group(
+        components, [(handler, live, body) for body, _ in bodies], lambda: calls.append(1)
+    )
+    assert calls == [1]  # the next group could go before the fsync
+    assert [ok for ok, _ in outcomes] == [False] * 4
+    codes = [(error.status, error.code) for _, error in outcomes]
+    assert codes == [(503, "log_unavailable")] * 2 + [
+        (422, "unknown_label"),
+        (422, "invalid_input"),
+    ]
+    # learned and logged (the log and the model agree), but not acknowledged
+    assert live.n_learned == 2 and len(list(live.journal.read_after("m", 0))) == 2

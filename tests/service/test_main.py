@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -61,7 +62,25 @@ def test_cli_serves_over_real_http(tmp_path):
             assert process.poll() is None, process.stdout.read().decode()
             assert time.monotonic() < deadline, "server did not become ready"
             time.sleep(0.2)
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok"}
+        answer = httpx.get(
+            f"http://127.0.0.1:{port}/healthz",
+            headers={"X-Request-ID": "probe-1", "Authorization": "Bearer s3cret-token"},
+        )
+        assert answer.json() == {"status": "ok"}
+        missing = httpx.get(f"http://127.0.0.1:{port}/nowhere")
+        assert missing.status_code == 404
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
+    output = process.stdout.read().decode()
+    # structured logs: one JSON object per line, an access line per request with its id
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    access = [line for line in lines if line["logger"] == "lorentztron.access"]
+    probe = next(line for line in access if line["request_id"] == "probe-1")
+    assert probe["path"] == "/healthz" and probe["endpoint"] == "/healthz"
+    assert probe["method"] == "GET" and probe["status"] == 200 and probe["ms"] >= 0
+    assert probe["level"] == "info" and probe["ts"].endswith("Z")
+    unmatched = next(line for line in access if line["path"] == "/nowhere")
+    assert unmatched["status"] == 404 and unmatched["endpoint"] == "unmatched"
+    assert unmatched["request_id"] == missing.headers["x-request-id"]
+    assert "s3cret-token" not in output

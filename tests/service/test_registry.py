@@ -88,6 +88,23 @@ def test_progressive_metrics_windows():
     assert big.summary()["recent_accuracy"] == 1.0
 
 
+def test_progressive_single_examples_equal_one_batch():
+    """The one-example path (plain Python) keeps what a batch update of the same examples
+    keeps, window wrap-around included."""
+    rng = np.random.default_rng(0)
+    correct, losses, squared = rng.random(7) < 0.5, rng.random(7), rng.random(7)
+    for sq in (None, squared):
+        one_by_one = Progressive(window=3, loss="squared", regression=sq is not None)
+        batched = Progressive(window=3, loss="squared", regression=sq is not None)
+        for i in range(7):
+            one_by_one.update(
+                correct[i : i + 1], losses[i : i + 1], None if sq is None else sq[i : i + 1]
+            )
+        batched.update(correct, losses, sq)
+        assert one_by_one.summary() == pytest.approx(batched.summary())
+        assert np.array_equal(one_by_one._recent, batched._recent)
+
+
 def _live_with_log(tmp_path, **spec):
     from service.feedback_log import FileLog
     from service.registry import LiveModel, build_estimator
