@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     fast_path: bool = True
     #: Most threads running request handlers (the app's pool, ``service.threads``).
     handler_threads: int = Field(40, ge=1)
+    #: ``lorentztron serve`` on glibc: allocations below 1 GiB come from the heap and freed
+    #: memory is kept for reuse (``mallopt``), instead of large arrays being mapped, faulted
+    #: in page by page and unmapped on every bulk request; the resident size stays near its
+    #: peak. See ``service.cli.tune_malloc``.
+    malloc_keep_freed: bool = True
 
     #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
     #: predictions from published versions and appends feedback to the log; needs Redis) or

@@ -271,9 +271,11 @@ class _FeedbackQueue:
 
         def done(future: asyncio.Future) -> None:
             release()  # (if the thread failed before it was learned)
-            if future.cancelled():
-                outcomes = [(False, asyncio.CancelledError())] * len(group)
-            elif future.exception() is not None:
+            if future.cancelled():  # (the loop is closing)
+                for *_, answer in group:
+                    answer.cancel()
+                return
+            if future.exception() is not None:
                 outcomes = [(False, future.exception())] * len(group)
             else:
                 outcomes = future.result()
