@@ -88,6 +88,17 @@ def tune_malloc() -> bool:
     )
 
 
+def configure_process(settings) -> None:
+    """What ``lorentztron serve`` sets up in its process before uvicorn starts (the load
+    test's in-process profilers call it too): log records without the caller, thread and
+    process fields, which the JSON lines do not use (the "Optimization" section of the
+    logging HOWTO), and ``tune_malloc`` unless ``malloc_keep_freed`` is off."""
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    if settings.malloc_keep_freed:
+        tune_malloc()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="lorentztron", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -97,12 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = get_settings()
     if args.command == "serve":
-        # the JSON lines use no caller, thread or process fields: not computed per record
-        # (the "Optimization" section of the logging HOWTO)
-        logging._srcfile = None
-        logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-        if settings.malloc_keep_freed:
-            tune_malloc()
+        configure_process(settings)
         uvicorn.run(
             "service.main:create_app",
             factory=True,

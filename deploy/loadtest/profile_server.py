@@ -152,13 +152,19 @@ def start_server(snapshot_dir: str, log_level: str) -> tuple[uvicorn.Server, thr
     from service.config import Settings
     from service.main import create_app
 
+    settings = Settings(snapshot_dir=snapshot_dir, snapshot_interval=3600, log_level=log_level)
     try:
         from service.cli import configure_logging
 
         log_config = configure_logging(log_level)
     except ImportError:  # an older service without structured logs
         log_config = uvicorn.config.LOGGING_CONFIG
-    settings = Settings(snapshot_dir=snapshot_dir, snapshot_interval=3600, log_level=log_level)
+    try:
+        from service.cli import configure_process  # as `lorentztron serve`
+
+        configure_process(settings)
+    except ImportError:
+        pass
     port = free_port()
     config = uvicorn.Config(
         create_app(settings),

@@ -15,12 +15,12 @@ def test_serve_tunes_malloc_unless_disabled(monkeypatch):
     calls = []
     monkeypatch.setattr(cli.uvicorn, "run", lambda *args, **kwargs: calls.append("run"))
     monkeypatch.setattr(cli, "tune_malloc", lambda: calls.append("tune") or True)
-    monkeypatch.setattr(cli.logging, "_srcfile", cli.logging._srcfile)  # restored after
-    for name in ("logThreads", "logProcesses", "logMultiprocessing"):
-        monkeypatch.setattr(cli.logging, name, getattr(cli.logging, name))
+    for name in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
+        monkeypatch.setattr(cli.logging, name, getattr(cli.logging, name))  # restored after
     cli.get_settings.cache_clear()
     cli.main(["serve"])
     assert calls == ["tune", "run"]
+    assert cli.logging._srcfile is None and not cli.logging.logThreads
     calls.clear()
     monkeypatch.setenv("LORENTZTRON_MALLOC_KEEP_FREED", "false")
     cli.get_settings.cache_clear()
