@@ -19,14 +19,21 @@ ErrorResponse = tuple[int, dict, dict | None]
 
 
 class APIError(Exception):
-    """An error with an HTTP status, a stable machine-readable code and a human message."""
+    """An error with an HTTP status, a stable machine-readable code and a human message.
 
-    def __init__(self, status: int, code: str, message: str, details: Any = None):
+    ``applied`` is True when the request changed the model before it failed (its record was
+    logged and learned, or part of it): what it consumed (prediction ids) stays consumed.
+    Otherwise nothing of the request was applied, and the ids it named are given back."""
+
+    def __init__(
+        self, status: int, code: str, message: str, details: Any = None, applied: bool = False
+    ):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details = details
+        self.applied = applied
 
 
 class BodyTooLarge(StarletteHTTPException):

@@ -661,7 +661,7 @@ class LiveModel:
             self.journal.sync(self.name, position)
         except LogUnavailable as error:
             self.log_failures += 1
-            raise APIError(503, "log_unavailable", str(error)) from None
+            raise APIError(503, "log_unavailable", str(error), applied=True) from None
 
     def _append(self, record: bytes) -> Position:
         """Append one record (writer lock held); APIError 503 if the log refuses it. The
@@ -723,7 +723,7 @@ class LiveModel:
         except ValueError as error:
             self.version += 1
             raise APIError(
-                422, "unlearnable_example", f"the model refused an example: {error}"
+                422, "unlearnable_example", f"the model refused an example: {error}", applied=True
             ) from None
 
     def _learn_rows(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
@@ -1101,15 +1101,31 @@ class PredictionCache:
     def take(self, prediction_ids: list[str], model_uid: str) -> list[Row]:
         """The rows of these pending predictions, removed atomically: all or none (an id is
         answered once). APIError (422) names the first unknown, expired or repeated id."""
+        return [entry.row for entry in self.take_entries(prediction_ids, model_uid)]
+
+    def take_entries(self, prediction_ids: list[str], model_uid: str) -> list[_Pending]:
+        """``take``, returning the entries themselves (for ``give_back``)."""
         with self._lock:
             if len(set(prediction_ids)) != len(prediction_ids):
                 raise APIError(
                     422, "duplicate_prediction_id", "a prediction_id appears twice in the request"
                 )
-            rows = [self.peek(prediction_id, model_uid) for prediction_id in prediction_ids]
             for prediction_id in prediction_ids:
-                self._drop(prediction_id)
-        return rows
+                self.peek(prediction_id, model_uid)
+            return [self._drop(prediction_id) for prediction_id in prediction_ids]
+
+    def give_back(self, prediction_ids: list[str], entries: list[_Pending]) -> None:
+        """Put taken entries back, with their own expiry (the request that took them was
+        refused before anything of it was applied, so the ids can be answered again). They
+        join the end of the eviction order; the memory bound holds."""
+        with self._lock:
+            for prediction_id, entry in zip(prediction_ids, entries, strict=True):
+                if prediction_id not in self._entries:
+                    self._entries[prediction_id] = entry
+                    self.nbytes += entry.nbytes
+            while self.nbytes > self.max_bytes and self._entries:
+                self._drop(next(iter(self._entries)))
+                self.evicted += 1
 
     def sweep(self) -> int:
         """Drop expired entries; returns how many."""
@@ -1130,9 +1146,10 @@ class PredictionCache:
             for prediction_id in [k for k, e in self._entries.items() if e.model_uid == model_uid]:
                 self._drop(prediction_id)
 
-    def _drop(self, prediction_id: str) -> None:
+    def _drop(self, prediction_id: str) -> _Pending:
         entry = self._entries.pop(prediction_id)
         self.nbytes -= entry.nbytes
+        return entry
 
 
 class Registry:

@@ -142,15 +142,21 @@ def _apply_examples(
             rows[i] = instance_row(example, live.n_features)
         except ValueError as error:
             raise APIError(422, "invalid_input", f"{field}: {error}", {"field": field}) from None
+    ids = [pid for _, pid in by_id]
     if by_id:
         try:
-            kept = app.cache.take([pid for _, pid in by_id], live.uid)
+            taken = app.cache.take_entries(ids, live.uid)
         except APIError as error:
             app.metrics.pending_misses.labels(error.code.removesuffix("_prediction_id")).inc()
             raise
-        for (i, _), row in zip(by_id, kept, strict=True):
-            rows[i] = row
-    result = live.learn_rows(rows, targets, deferred)
+        for (i, _), entry in zip(by_id, taken, strict=True):
+            rows[i] = entry.row
+    try:
+        result = live.learn_rows(rows, targets, deferred)
+    except APIError as error:
+        if by_id and not error.applied:  # refused before anything changed (an overflowing
+            app.cache.give_back(ids, taken)  # norm, an unwritable log): ids stay answerable
+        raise
     return _response(app, live, result, len(rows), with_results)
 
 

@@ -64,6 +64,27 @@ def test_prediction_cache_take_is_all_or_nothing():
     assert len(cache.take(ids, "uid")) == 2
 
 
+def test_prediction_cache_gives_back_taken_entries():
+    now = [0.0]
+    cache = PredictionCache(ttl=10.0, max_bytes=10**6, clock=lambda: now[0])
+    ids = cache.put("uid", [(np.arange(2), np.ones(2))] * 3)
+    size = cache.nbytes
+    taken = cache.take_entries(ids[:2], "uid")
+    assert len(cache) == 1 and cache.nbytes < size
+    cache.give_back(ids[:2], taken)
+    assert len(cache) == 3 and cache.nbytes == size
+    now[0] = 10.0  # their own expiry, not a new one
+    with pytest.raises(APIError, match="expired"):
+        cache.take(ids[:1], "uid")
+    # the memory bound holds: giving back past it evicts the oldest
+    small = PredictionCache(ttl=10.0, max_bytes=200)
+    [a] = small.put("uid", [(np.arange(4), np.ones(4))])
+    entries = small.take_entries([a], "uid")
+    [b] = small.put("uid", [(np.arange(4), np.ones(4))])
+    small.give_back([a], entries)
+    assert len(small) == 1 and small.evicted == 1 and small.take([a], "uid")
+
+
 def test_dense_rows_are_kept_compact():
     cache = PredictionCache(ttl=10.0, max_bytes=10**6)
     dense = (np.arange(1000), np.r_[np.zeros(999), 5.0])

@@ -5,6 +5,7 @@ from core.averaging import Averaged
 from core.base import state_digest
 from core.dos import DoSClassifier
 from core.multiclass import OneVsOne
+from service.feedback_log import LogUnavailable
 from tests.service.conftest import create
 
 
@@ -102,6 +103,41 @@ def test_feedback_by_prediction_id(client):
     assert again.status_code == 422 and again.json()["error"]["code"] == "unknown_prediction_id"
     metrics = client.get("/metrics").text
     assert 'lorentztron_prediction_id_misses_total{reason="unknown"} 1.0' in metrics
+
+
+def test_prediction_ids_survive_a_refusal_that_applied_nothing(client, monkeypatch):
+    """A request refused before anything of it was applied (the log cannot be written: 503;
+    an example whose squared norm overflows: 422) gives its prediction ids back, so the
+    client can answer them again; once learned they are consumed."""
+    create(client)
+    live = client.app.state.components.registry.get("m")
+    [first, second] = client.post(
+        "/v1/models/m/predict",
+        json={"instances": [{"x": [1.0, 0.0, 2.0]}, {"x": [0.0, 1.0, 0.0]}]},
+    ).json()["predictions"]
+    body = {"examples": [{"prediction_id": first["prediction_id"], "label": 1}]}
+
+    def broken(model, record):
+        raise LogUnavailable("disk gone")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(live.journal, "append", broken)
+        refused = client.post("/v1/models/m/feedback", json=body)
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "log_unavailable"
+    overflow = {
+        "examples": [
+            {"prediction_id": second["prediction_id"], "label": -1},
+            {"x": [1e200, 0.0, 0.0], "label": 1},
+        ]
+    }
+    refused = client.post("/v1/models/m/feedback", json=overflow)
+    assert refused.status_code == 422 and "overflows" in refused.json()["error"]["message"]
+    assert live.n_learned == 0
+    for answer in (body, {"examples": [{"prediction_id": second["prediction_id"], "label": -1}]}):
+        assert client.post("/v1/models/m/feedback", json=answer).status_code == 200
+    assert live.n_learned == 2
+    again = client.post("/v1/models/m/feedback", json=body)
+    assert again.status_code == 422 and again.json()["error"]["code"] == "unknown_prediction_id"
 
 
 def test_expired_and_duplicate_prediction_ids(client):
