@@ -21,9 +21,10 @@ ErrorResponse = tuple[int, dict, dict | None]
 class APIError(Exception):
     """An error with an HTTP status, a stable machine-readable code and a human message.
 
-    ``applied`` is True when the request changed the model before it failed (its record was
-    logged and learned, or part of it): what it consumed (prediction ids) stays consumed.
-    Otherwise nothing of the request was applied, and the ids it named are given back."""
+    ``applied`` is True when the request changed the model before it failed, or may have
+    (its record was logged, or may have been: a lost Redis reply): what it consumed
+    (prediction ids) stays consumed. Otherwise nothing of the request was applied, and the
+    ids it named are given back."""
 
     def __init__(
         self, status: int, code: str, message: str, details: Any = None, applied: bool = False

@@ -66,7 +66,12 @@ Position = Any  # int (file log) or str (Redis stream id); None = before the fir
 
 
 class LogUnavailable(Exception):
-    """The log could not be written or read; nothing was acknowledged."""
+    """The log could not be written or read; nothing was acknowledged. ``maybe_written``:
+    a failed append whose record may have landed all the same (a Redis reply lost)."""
+
+    def __init__(self, message: str, maybe_written: bool = False):
+        super().__init__(message)
+        self.maybe_written = maybe_written
 
 
 class LogCorrupt(Exception):
@@ -374,7 +379,9 @@ class RedisLog:
         try:
             return self.client.xadd(self.key(model), {b"r": record}).decode()
         except Exception as error:  # connection, timeout, out of memory, read-only replica
-            raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+            raise LogUnavailable(
+                f"the feedback log could not be written: {error}", maybe_written=True
+            ) from None
 
     def read_after(
         self, model: str, position: str | None, chunk: int = 1000

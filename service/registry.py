@@ -677,6 +677,7 @@ class LiveModel:
                 503,
                 "log_unavailable",
                 f"feedback refused, nothing was learned: {error}",
+                applied=error.maybe_written,  # (then it may be learned from the log later)
             ) from None
         if not self.log_only:
             self.log_position = position
