@@ -121,6 +121,7 @@ class FeedbackLog(Protocol):
     """Where accepted feedback goes before it is learned. Positions are opaque and ordered."""
 
     def append(self, model: str, record: bytes) -> Position: ...
+    def append_many(self, model: str, records: list[bytes]) -> list[Position]: ...
     def sync(self, model: str, position: Position) -> None: ...
     def read_after(self, model: str, position: Position) -> Iterator[tuple[Position, bytes]]: ...
     def trim(self, model: str, position: Position) -> None: ...
@@ -252,30 +253,38 @@ class FileLog:
             return state
 
     def append(self, model: str, record: bytes) -> int:
+        return self.append_many(model, [record])[0]
+
+    def append_many(self, model: str, records: list[bytes]) -> list[int]:
+        """Append records in order, with one write: all of them or none (a failed write is
+        truncated away)."""
         try:
             state = self._state(model)
             with state.lock:
-                return self._append(state, record)
+                return self._append(state, records)
         except OSError as error:
             raise LogUnavailable(f"the feedback log could not be written: {error}") from None
 
-    def _append(self, state: _Segmented, record: bytes) -> int:
+    def _append(self, state: _Segmented, records: list[bytes]) -> list[int]:
         if state.handle is None:
             state.open_segment()
-        position = state.next_position
-        body = struct.pack("<Q", position) + record
-        frame = struct.pack("<II", len(record), zlib.crc32(body)) + body
+        first = state.next_position
+        frames = []
+        for position, record in enumerate(records, start=first):
+            head = struct.pack("<Q", position)
+            crc = zlib.crc32(record, zlib.crc32(head))  # of position + record, as read back
+            frames += (struct.pack("<II", len(record), crc), head, record)
         handle = state.handle
         start = handle.tell()
         try:
-            handle.write(frame)
+            handle.write(b"".join(frames))
             handle.flush()
         except OSError:
             # leave no partial frame behind: the next append must follow a whole record
             handle.truncate(start)
             raise
-        state.next_position = position + 1
-        return position
+        state.next_position = first + len(records)
+        return list(range(first, first + len(records)))
 
     def sync(self, model: str, position: int) -> None:
         """Make every record up to ``position`` durable (``fsync="batch"``): one fsync covers
@@ -376,9 +385,20 @@ class RedisLog:
         return f"{self.prefix}:model:{model}:log"
 
     def append(self, model: str, record: bytes) -> str:
+        return self.append_many(model, [record])[0]
+
+    def append_many(self, model: str, records: list[bytes]) -> list[str]:
+        """Append records in order in one round trip (a pipeline of ``XADD``s, which Redis
+        makes durable together: ``appendfsync always`` fsyncs once per event-loop turn)."""
         try:
-            return self.client.xadd(self.key(model), {b"r": record}).decode()
+            if len(records) == 1:
+                return [self.client.xadd(self.key(model), {b"r": records[0]}).decode()]
+            pipe = self.client.pipeline(transaction=False)
+            for record in records:
+                pipe.xadd(self.key(model), {b"r": record})
+            return [entry_id.decode() for entry_id in pipe.execute()]
         except Exception as error:  # connection, timeout, out of memory, read-only replica
+            # some or all of them may have landed (a lost reply, a partial pipeline)
             raise LogUnavailable(
                 f"the feedback log could not be written: {error}", maybe_written=True
             ) from None

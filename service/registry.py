@@ -627,24 +627,65 @@ class LiveModel:
         given: then its log position is appended to that list, and the caller must call
         ``sync`` with it before acknowledging the request (one fsync for a group of
         requests handled together)."""
-        check_norms(batch)
-        record = encode_record(batch, targets) if self.journal is not None else None
-        if self.log_only:  # api role: nothing here changes, so no writer lock (a version
-            # load holds it while it swaps a published state in)
-            position = self._append(record)
-            self._durable(position, deferred)
-            return {"version": self.version, "logged": batch.n_rows, "n_aggressive": 0}
-        position = None
+        positions: list = []
+        [outcome] = self.learn_group([(batch, targets)], positions)
         try:
-            with self.lock.write():
-                if record is not None:
-                    position = self._append(record)
-                return self._learn(batch, targets)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
         finally:
             # a logged record is made durable whatever its learning gave (a refused one is
             # replayed and refused the same way)
-            if position is not None:
-                self._durable(position, deferred)
+            if positions:
+                self._durable(positions[-1], deferred)
+
+    def learn_group(self, items: list[tuple[CSRBatch, np.ndarray]], positions: list) -> list:
+        """``learn_batch`` for several requests' batches, in order, as one writer-lock hold:
+        one outcome per item, its result or its exception (the others go on). The records
+        of the items that pass the norm check are appended together (one write, one Redis
+        round trip) before any of them is learned; if that append fails, each of them gets
+        the 503. The log position of the last record is appended to ``positions``: the
+        caller must ``sync`` it before acknowledging any of them."""
+        outcomes: list = [None] * len(items)
+        ready = []
+        for k, (batch, _) in enumerate(items):
+            try:
+                check_norms(batch)
+            except APIError as error:  # refused before anything is logged
+                outcomes[k] = error
+                continue
+            ready.append(k)
+        if not ready:
+            return outcomes
+        records = None
+        if self.journal is not None:
+            records = [encode_record(*items[k]) for k in ready]
+        if self.log_only:  # api role: nothing here changes, so no writer lock (a version
+            # load holds it while it swaps a published state in)
+            try:
+                positions.append(self._append_many(records)[-1])
+            except APIError as error:
+                for k in ready:
+                    outcomes[k] = error
+                return outcomes
+            for k in ready:
+                rows = items[k][0].n_rows
+                outcomes[k] = {"version": self.version, "logged": rows, "n_aggressive": 0}
+            return outcomes
+        with self.lock.write():
+            if records is not None:
+                try:
+                    positions.append(self._append_many(records)[-1])
+                except APIError as error:
+                    for k in ready:
+                        outcomes[k] = error
+                    return outcomes
+            for k in ready:
+                try:
+                    outcomes[k] = self._learn(*items[k])
+                except Exception as error:  # the others are logged: learn them too
+                    outcomes[k] = error
+        return outcomes
 
     def _durable(self, position: Position, deferred: list | None) -> None:
         if deferred is None:
@@ -663,13 +704,13 @@ class LiveModel:
             self.log_failures += 1
             raise APIError(503, "log_unavailable", str(error), applied=True) from None
 
-    def _append(self, record: bytes) -> Position:
-        """Append one record (writer lock held); APIError 503 if the log refuses it. The
-        position moves only when this process learns the record (not in ``log_only``)."""
+    def _append_many(self, records: list[bytes]) -> list[Position]:
+        """Append records (writer lock held); APIError 503 if the log refuses them. The
+        position moves only when this process learns the records (not in ``log_only``)."""
         try:
             if self._log_uncertain and not self.log_only:
                 self._catch_up()
-            position = self.journal.append(self.name, record)
+            positions = self.journal.append_many(self.name, records)
         except LogUnavailable as error:
             self._log_uncertain = True
             self.log_failures += 1
@@ -680,9 +721,9 @@ class LiveModel:
                 applied=error.maybe_written,  # (then it may be learned from the log later)
             ) from None
         if not self.log_only:
-            self.log_position = position
-            self.records_since_snapshot += 1
-        return position
+            self.log_position = positions[-1]
+            self.records_since_snapshot += len(positions)
+        return positions
 
     def _catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from core.datasets import parse_svmlight
-from core.features import as_batch
+from core.features import CSRBatch, as_batch, batch_from_rows
 from service.deps import App, Components, Write
 from service.errors import APIError
 from service.registry import LiveModel, instance_row
@@ -64,15 +65,51 @@ async def feedback(name: str, request: Request, app: App) -> JSONResponse:
     return JSONResponse(await run_sync(app.executor, handler, app, live, body))
 
 
-def handler_for(content_type: str):
+@dataclass(frozen=True)
+class Prepared:
+    """A feedback request parsed and validated, ready to be learned: its batch and targets
+    (class indices or values), and the prediction ids it took from the cache (given back if
+    it is refused before anything of it is applied)."""
+
+    batch: CSRBatch
+    targets: np.ndarray
+    with_results: bool
+    ids: list[str] = field(default_factory=list)
+    taken: list = field(default_factory=list)
+
+    def refused(self, app: Components, error: BaseException) -> None:
+        if self.ids and isinstance(error, APIError) and not error.applied:
+            app.cache.give_back(self.ids, self.taken)  # (an overflowing norm, an unwritable
+            # file log): the ids stay answerable
+
+
+@dataclass(frozen=True)
+class Handler:
+    """The handler of one body format: ``prepare`` parses and validates a body (APIError or
+    RequestValidationError if it is not valid, before anything is applied); calling the
+    handler prepares, learns and answers one request."""
+
+    prepare: Callable[[Components, LiveModel, bytes], Prepared]
+
+    def __call__(self, app: Components, live: LiveModel, body: bytes) -> dict:
+        prepared = self.prepare(app, live, body)
+        try:
+            result = live.learn_batch(prepared.batch, prepared.targets)
+        except APIError as error:
+            prepared.refused(app, error)
+            raise
+        return _response(app, live, result, prepared)
+
+
+def handler_for(content_type: str) -> Handler:
     """The handler of a body with this Content-Type header value (415 if none)."""
     content_type = content_type.split(";")[0].strip().lower()
     if content_type in JSON_TYPES:
-        return _json_feedback
+        return Handler(_prepare_json)
     if content_type in NDJSON_TYPES:
-        return _ndjson_feedback
+        return Handler(_prepare_ndjson)
     if content_type in SVMLIGHT_TYPES:
-        return _svmlight_feedback
+        return Handler(_prepare_svmlight)
     raise APIError(
         415,
         "unsupported_media_type",
@@ -81,19 +118,15 @@ def handler_for(content_type: str):
     )
 
 
-def _json_feedback(
-    app: Components, live: LiveModel, body: bytes, deferred: list | None = None
-) -> dict:
+def _prepare_json(app: Components, live: LiveModel, body: bytes) -> Prepared:
     try:
         request = FeedbackRequest.model_validate_json(body)
     except ValidationError as error:
         raise RequestValidationError(error.errors()) from None
-    return _apply_examples(app, live, request.examples, True, deferred)
+    return _prepare_examples(app, live, request.examples, True)
 
 
-def _ndjson_feedback(
-    app: Components, live: LiveModel, body: bytes, deferred: list | None = None
-) -> dict:
+def _prepare_ndjson(app: Components, live: LiveModel, body: bytes) -> Prepared:
     examples = []
     for number, line in enumerate(body.split(b"\n"), start=1):
         if not line.strip():
@@ -111,17 +144,16 @@ def _ndjson_feedback(
             ) from None
     if not examples:
         raise APIError(422, "invalid_input", "the body holds no example")
-    return _apply_examples(app, live, examples, False, deferred, where="line")
+    return _prepare_examples(app, live, examples, False, where="line")
 
 
-def _apply_examples(
+def _prepare_examples(
     app: Components,
     live: LiveModel,
     examples: list[Example],
     with_results: bool,
-    deferred: list | None,
     where: str = "examples",
-) -> dict:
+) -> Prepared:
     if with_results and len(examples) > app.settings.max_batch:
         raise APIError(
             413,
@@ -142,7 +174,7 @@ def _apply_examples(
             rows[i] = instance_row(example, live.n_features)
         except ValueError as error:
             raise APIError(422, "invalid_input", f"{field}: {error}", {"field": field}) from None
-    ids = [pid for _, pid in by_id]
+    ids, taken = [pid for _, pid in by_id], []
     if by_id:
         try:
             taken = app.cache.take_entries(ids, live.uid)
@@ -151,18 +183,10 @@ def _apply_examples(
             raise
         for (i, _), entry in zip(by_id, taken, strict=True):
             rows[i] = entry.row
-    try:
-        result = live.learn_rows(rows, targets, deferred)
-    except APIError as error:
-        if by_id and not error.applied:  # refused before anything changed (an overflowing
-            app.cache.give_back(ids, taken)  # norm, an unwritable log): ids stay answerable
-        raise
-    return _response(app, live, result, len(rows), with_results)
+    return Prepared(batch_from_rows(rows), targets, with_results, ids, taken)
 
 
-def _svmlight_feedback(
-    app: Components, live: LiveModel, body: bytes, deferred: list | None = None
-) -> dict:
+def _prepare_svmlight(app: Components, live: LiveModel, body: bytes) -> Prepared:
     try:
         X, y = parse_svmlight(body, n_features=live.n_features, source="body")
         batch = as_batch(X, live.n_features)
@@ -171,7 +195,7 @@ def _svmlight_feedback(
     if batch.n_rows == 0:
         raise APIError(422, "invalid_input", "the body holds no example")
     if live.regression:
-        return _response(app, live, live.learn_batch(batch, y, deferred), batch.n_rows, False)
+        return Prepared(batch, y, False)
     labels = np.full(y.shape[0], -1, dtype=np.int64)
     for value in np.unique(y):
         matches = [k for k, c in enumerate(live.classes) if not isinstance(c, str) and c == value]
@@ -184,11 +208,11 @@ def _svmlight_feedback(
                 {"row": row},
             )
         labels[y == value] = matches[0]
-    result = live.learn_batch(batch, labels, deferred)
-    return _response(app, live, result, batch.n_rows, with_results=False)
+    return Prepared(batch, labels, False)
 
 
-def _response(app: Components, live: LiveModel, result: dict, n: int, with_results: bool) -> dict:
+def _response(app: Components, live: LiveModel, result: dict, prepared: Prepared) -> dict:
+    n, with_results = prepared.batch.n_rows, prepared.with_results
     if "logged" in result:  # api role: durable in the log, learned by the learner
         app.metrics.learned(live.name, n, None)
         return {
@@ -218,34 +242,48 @@ def _response(app: Components, live: LiveModel, result: dict, n: int, with_resul
 
 
 def handle_group(
-    app: Components, requests: list[tuple[Callable, LiveModel, bytes]], learned: Callable
+    app: Components, requests: list[tuple[Handler, LiveModel, bytes]], learned: Callable
 ) -> list[tuple[bool, Any]]:
-    """Handle small feedback requests, in their order, in one trip to a handler thread:
-    ``requests`` are ``(handler, model, body)``; the answer is one ``(True, response)`` or
-    ``(False, exception)`` per request.
+    """Handle small feedback requests of one model, in their order, in one trip to a handler
+    thread: ``requests`` are ``(handler, model, body)``; the answer is one
+    ``(True, response)`` or ``(False, exception)`` per request.
 
-    Each request is parsed, validated, logged and learned exactly as alone (its own log
-    record, version, results and errors), except that the log records of the group are made
-    durable together, by one fsync after the last of them (group commit), before any
+    Each request is parsed and validated alone (its own 4xx), then the valid ones are
+    logged and learned by ``LiveModel.learn_group``: their records appended together (one
+    write, or one Redis round trip), each learned as alone with its own version, results and
+    errors, and made durable by one fsync after the last of them (group commit) before any
     request is answered. ``learned()`` is called between the two, so that the next group
     can be learned during this fsync. A failed fsync answers 503 ``log_unavailable`` to
     every request of the group that it was to make durable."""
-    outcomes: list[tuple[bool, Any]] = []
-    pending: list[list] = []
+    if not requests:
+        return []
+    outcomes: list[tuple[bool, Any]] = [(False, None)] * len(requests)
+    prepared: list[tuple[int, Prepared]] = []
+    positions: list = []
+    live = requests[0][1]
     try:
-        for handler, live, body in requests:
-            deferred: list = []
-            pending.append(deferred)
+        for k, (handler, model, body) in enumerate(requests):
+            if model is not live:
+                raise RuntimeError("a feedback group holds the requests of one model")
             try:
-                outcomes.append((True, handler(app, live, body, deferred)))
-            except Exception as error:  # the request's own answer (4xx, 503, or a 500)
-                outcomes.append((False, error))
+                prepared.append((k, handler.prepare(app, live, body)))
+            except Exception as error:  # the request's own answer (4xx, or a 500)
+                outcomes[k] = (False, error)
+        results = live.learn_group([(p.batch, p.targets) for _, p in prepared], positions)
+        for (k, p), result in zip(prepared, results, strict=True):
+            if isinstance(result, BaseException):
+                p.refused(app, result)
+                outcomes[k] = (False, result)
+            else:
+                outcomes[k] = (True, _response(app, live, result, p))
     finally:
         learned()
-    for k, ((_, live, _), deferred) in enumerate(zip(requests, pending, strict=True)):
-        if deferred:
-            try:
-                live.sync(deferred[-1])  # the first covers the others (one fsync per log)
-            except APIError as error:
-                outcomes[k] = (False, error)
+    if positions:
+        try:
+            live.sync(positions[-1])
+        except APIError as error:  # every request whose record was written
+            for k, _ in prepared:
+                ok, value = outcomes[k]
+                if ok or getattr(value, "applied", False):
+                    outcomes[k] = (False, error)
     return outcomes

@@ -136,6 +136,44 @@ def test_file_log_refuses_when_it_cannot_write(tmp_path):
         FileLog(tmp_path, fsync="sometimes")
 
 
+def test_file_log_appends_many_in_one_write(tmp_path):
+    """``append_many``: consecutive positions, frames read back (checksums included) as if
+    appended one by one, and a failed write leaves none of them."""
+    journal = FileLog(tmp_path)
+    records = [encode_record(*batch(seed)) for seed in range(6)]
+    assert journal.append("m", records[0]) == 1
+    assert journal.append_many("m", records[1:4]) == [2, 3, 4]
+    journal.close()
+    reopened = FileLog(tmp_path)
+    assert list(reopened.read_after("m", None)) == list(enumerate(records[:4], start=1))
+    state = reopened._state("m")
+    reopened.append("m", records[4])  # (opens the segment)
+    writes = []
+
+    class Failing:  # the segment's file, whose next write is cut short
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+        def write(self, data):
+            writes.append(len(data))
+            self.handle.write(data[: len(data) // 2])  # half of it reaches the file
+            self.handle.flush()
+            raise OSError("disk full")
+
+    real = state.handle
+    state.handle = Failing(real)
+    with pytest.raises(LogUnavailable):
+        reopened.append_many("m", records[:2])
+    state.handle = real
+    assert len(writes) == 1  # one write for the whole group
+    assert reopened.append("m", records[5]) == 6
+    reopened.close()
+    assert [r for _, r in FileLog(tmp_path).read_after("m", 4)] == [records[4], records[5]]
+
+
 def test_redis_log(redis_server):
     client = redis.Redis.from_url(redis_server.url)
     journal = RedisLog(client, prefix="t")
@@ -150,11 +188,28 @@ def test_redis_log(redis_server):
     assert [r for _, r in journal.read_after("m", positions[2])] == records[3:]
     journal.delete("m")
     assert journal.length("m") == 0
+    # several records in one round trip (a pipeline), in order
+    calls = []
+    execute = redis.client.Pipeline.execute
+
+    def counted(self, *args, **kwargs):
+        calls.append(len(self.command_stack))
+        return execute(self, *args, **kwargs)
+
+    redis.client.Pipeline.execute = counted
+    try:
+        many = journal.append_many("m", records)
+    finally:
+        redis.client.Pipeline.execute = execute
+    assert calls == [5] and many == sorted(many, key=lambda p: tuple(map(int, p.split("-"))))
+    assert list(journal.read_after("m", None)) == list(zip(many, records, strict=True))
+    journal.delete("m")
     redis_server.stop()
-    with pytest.raises(LogUnavailable):
-        RedisLog(redis.Redis.from_url(redis_server.url, socket_timeout=1), "t").append(
-            "m", records[0]
-        )
+    down = RedisLog(redis.Redis.from_url(redis_server.url, socket_timeout=1), "t")
+    for append in (lambda: down.append("m", records[0]), lambda: down.append_many("m", records)):
+        with pytest.raises(LogUnavailable) as refused:
+            append()
+        assert refused.value.maybe_written  # (a lost reply cannot be told from no write)
     client.close()
 
 

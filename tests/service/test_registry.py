@@ -176,3 +176,52 @@ def test_a_refused_update_is_replayed_the_same_way(tmp_path):
     assert replayed.replay(replayed.journal.read_after("m", None)) == 2
     assert replayed.version == live.version == 2
     assert state_digest(replayed.estimator.get_state()) == state_digest(live.estimator.get_state())
+
+
+def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
+    """``LiveModel.learn_group``: the records of the valid items go to the log in one append
+    before any is learned; each item gets its own outcome (an overflowing one its 422, the
+    others their consecutive versions), and the model ends as if they were learned one by
+    one. A refused group append answers 503 to each valid item and learns nothing."""
+    from core.base import state_digest
+    from core.features import batch_from_rows
+    from service.errors import APIError
+    from service.feedback_log import LogUnavailable
+
+    live = _live_with_log(tmp_path / "a")
+    ok = batch_from_rows([(np.array([0]), np.array([1.0]))]), np.array([1])
+    other = batch_from_rows([(np.array([1]), np.array([-2.0]))]), np.array([0])
+    huge = batch_from_rows([(np.array([0, 1]), np.array([1e200, 1.0]))]), np.array([0])
+    appends = []
+    original = live.journal.append_many
+
+    def counted(model, records):
+        appends.append(len(records))
+        return original(model, records)
+
+    monkeypatch.setattr(live.journal, "append_many", counted)
+    positions = []
+    outcomes = live.learn_group([ok, huge, other], positions)
+    assert appends == [2] and positions == [2] and live.log_position == 2
+    assert isinstance(outcomes[1], APIError) and outcomes[1].status == 422
+    assert not outcomes[1].applied
+    assert [outcomes[0]["version"], outcomes[2]["version"]] == [1, 2]
+    assert live.n_learned == 2 and live.records_since_snapshot == 2
+    reference = _live_with_log(tmp_path / "b")
+    for item in (ok, other):
+        reference.learn_batch(*item)
+    assert state_digest(live.estimator.get_state()) == state_digest(reference.estimator.get_state())
+    from service.feedback_log import decode_record
+
+    logged = [decode_record(r)[:2] for _, r in live.journal.read_after("m", 0)]
+    assert [(b.values.tolist(), t.tolist()) for b, t in logged] == [
+        (item[0].values.tolist(), item[1].tolist()) for item in (ok, other)
+    ]
+
+    def broken(model, records):
+        raise LogUnavailable("disk gone")
+
+    monkeypatch.setattr(live.journal, "append_many", broken)
+    refused = live.learn_group([ok, other], [])
+    assert [(e.status, e.code, e.applied) for e in refused] == [(503, "log_unavailable", False)] * 2
+    assert live.n_learned == 2 and live.version == 2

@@ -117,11 +117,11 @@ def test_prediction_ids_survive_a_refusal_that_applied_nothing(client, monkeypat
     ).json()["predictions"]
     body = {"examples": [{"prediction_id": first["prediction_id"], "label": 1}]}
 
-    def broken(model, record):
+    def broken(model, records):
         raise LogUnavailable("disk gone")
 
     with monkeypatch.context() as patch:
-        patch.setattr(live.journal, "append", broken)
+        patch.setattr(live.journal, "append_many", broken)
         refused = client.post("/v1/models/m/feedback", json=body)
     assert refused.status_code == 503 and refused.json()["error"]["code"] == "log_unavailable"
     overflow = {
