@@ -46,6 +46,7 @@ from core.kernels.features import (
     _features_check_dense,
     _features_check_sparse,
     _features_first_overflow,
+    _features_sum_of_squares,
 )
 
 Row = tuple[np.ndarray, np.ndarray]
@@ -310,6 +311,18 @@ def first_overflowing_row(batch: CSRBatch) -> int:
     """The first row of a validated batch whose squared norm, summed in order, overflows
     float64 (no model can learn it: their updates divide by it); -1 if none."""
     return int(_features_first_overflow(batch.indptr, batch.values))
+
+
+def squared_norm(array: np.ndarray) -> float:
+    """The sum of squares of a float array of any shape, without a copy when it or its
+    transpose is contiguous (a numba pass that releases the GIL); other layouts through
+    ``np.einsum``, which reads them in place."""
+    if array.flags.f_contiguous and not array.flags.c_contiguous:
+        array = array.T  # (the same values)
+    if array.flags.c_contiguous:
+        return float(_features_sum_of_squares(array.reshape(-1)))
+    subscripts = "abcdefgh"[: array.ndim]
+    return float(np.einsum(f"{subscripts},{subscripts}->", array, array))
 
 
 def _checked_csr(indptr, indices, values, n_features: int) -> CSRBatch:

@@ -16,16 +16,18 @@ body limit, metrics and access logs are unchanged) and answers these two endpoin
   the write key, finds the model, reads the body and dispatches on its Content-Type
   (``routes.feedback.handler_for``);
 - it runs the very handlers of the routes (``routes.predict._predict``, the
-  ``routes.feedback.Handler`` of the body's format) in the app's thread pool (``service.threads``), and answers errors with the functions of
-  ``service.errors`` that FastAPI's exception handlers use. Anything unexpected propagates
+  ``routes.feedback.Handler`` of the body's format) in the app's thread pool
+  (``service.threads``), and answers errors with the functions of ``service.errors`` that
+  FastAPI's exception handlers use. Anything unexpected propagates
   to ``ServiceMiddleware`` (logged, JSON 500), as from a FastAPI route.
 
 Small feedback requests (bodies up to ``GROUP_BODY_BYTES``) of one model wait on the event
 loop in arrival order and go to a handler thread in groups (``routes.feedback.handle_group``):
 each request of a group is parsed, validated, logged and learned exactly as alone, with its
 own answer, but the group costs one thread hop, one append to the feedback log (one write,
-or one Redis round trip) and one fsync, and the next group is learned while that fsync runs. Larger (bulk) bodies go alone, so that their
-parsing overlaps the learning before them.
+or one Redis round trip) and one fsync, and the next group is learned while that fsync
+runs. Larger (bulk) bodies go alone, so that their parsing overlaps the learning before
+them.
 
 Every other request goes to FastAPI unchanged, and so does everything when the setting
 ``fast_path`` is off; the routes stay the OpenAPI description. The route tests run with the

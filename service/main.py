@@ -40,12 +40,15 @@ def warm_up() -> None:
     from core.averaging import Averaged
     from core.datasets import parse_svmlight
     from core.dos import DoSClassifier
+    from core.features import as_batch, first_overflowing_row, squared_norm
     from core.linear import LinearPA
     from core.multiclass import OneVsOne
     from core.pqr import PQR
 
     parse_svmlight(b"1 1:0.5 2:1e-30 3:0.30000000000000004\n", n_features=3)
     X = np.eye(3)
+    first_overflowing_row(as_batch(X, 3))  # the norm check of every feedback request
+    squared_norm(X.T)  # the parameter-norm gauge
     for task, y in (("binary", [1, -1, 1]), ("regression", [0.5, 1.0, -2.0])):
         pqr = PQR(n_features=3, k=2, task=task, warmup=1)
         pqr.learn_one(X[0], y[0])

@@ -31,6 +31,7 @@ from core.features import (
     dense_row,
     first_overflowing_row,
     sparse_row,
+    squared_norm,
 )
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN, Reservoir
@@ -934,7 +935,7 @@ class LiveModel:
         """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
         with self.lock.read():
             total = sum(
-                _squared_norm(a)
+                squared_norm(a)
                 for name, a in self.live.arrays()
                 if a.dtype.kind == "f" and not name.endswith("n_")
             )
@@ -1032,12 +1033,6 @@ def _split_reservoir(state: dict) -> tuple[dict, dict | None]:
 
 def _base(estimator: Estimator) -> Estimator:
     return estimator.model_ if isinstance(estimator, OrdinalMcRank) else estimator
-
-
-def _squared_norm(array: np.ndarray) -> float:
-    """Sum of squares without copying a non-contiguous view (einsum reads it in place)."""
-    subscripts = "abcdefgh"[: array.ndim]
-    return float(np.einsum(f"{subscripts},{subscripts}->", array, array))
 
 
 def is_regression(spec: CreateModel) -> bool:

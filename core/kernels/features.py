@@ -68,3 +68,12 @@ def _features_first_overflow(indptr, values):
         if not np.isfinite(total):
             return i
     return -1
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _features_sum_of_squares(x):
+    """Sum of the squares of a 1-D array, in order."""
+    total = 0.0
+    for k in range(x.shape[0]):
+        total += x[k] * x[k]
+    return total

@@ -9,6 +9,7 @@ from core.features import (
     batch_from_rows,
     check_n_features,
     first_overflowing_row,
+    squared_norm,
 )
 
 
@@ -163,3 +164,21 @@ def test_first_overflowing_row_against_a_numpy_reference():
         assert first_overflowing_row(batch) == reference(batch)
     assert first_overflowing_row(batch_from_rows([rows[2]])) == 0
     assert first_overflowing_row(batch_from_rows([rows[0], rows[4]])) == -1
+
+
+def test_squared_norm_of_any_layout():
+    """Contiguous, transposed (a DoS buffer's U_/V_ views), strided and empty arrays."""
+    rng = np.random.default_rng(0)
+    buffer = rng.standard_normal((7, 6))
+    cases = [
+        buffer,
+        buffer.T,
+        buffer[:, ::2],
+        buffer[::3],
+        rng.standard_normal(5),
+        rng.standard_normal((2, 3, 4)),
+        np.zeros((0, 3)),
+        np.float64(2.0) * np.ones(()),
+    ]
+    for array in cases:
+        assert squared_norm(array) == pytest.approx(float(np.sum(np.square(array))), rel=1e-12)
