@@ -608,26 +608,19 @@ class LiveModel:
         return version, labels, score_list, probabilities
 
     # -- learning -------------------------------------------------------------------------
-    def learn_rows(
-        self, rows: list[Row], targets: np.ndarray, deferred: list | None = None
-    ) -> dict[str, Any]:
+    def learn_rows(self, rows: list[Row], targets: np.ndarray) -> dict[str, Any]:
         """Learn validated rows in order (one writer); progressive metrics first."""
-        return self.learn_batch(batch_from_rows(rows), targets, deferred)
+        return self.learn_batch(batch_from_rows(rows), targets)
 
-    def learn_batch(
-        self, batch: CSRBatch, targets: np.ndarray, deferred: list | None = None
-    ) -> dict[str, Any]:
+    def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """Learn a validated batch in order (one writer), scoring each example before it is
         learned (progressive validation). ``targets``: class indices or values.
 
         With a feedback log the batch is appended to it first, under the writer lock (log
         order is learning order); if the append fails the request is refused (503) and
         nothing is learned. In the ``api`` role (``log_only``) the batch is only appended.
-
-        The record is made durable (``sync``) before this returns, unless ``deferred`` is
-        given: then its log position is appended to that list, and the caller must call
-        ``sync`` with it before acknowledging the request (one fsync for a group of
-        requests handled together)."""
+        The record is made durable (``sync``) before this returns (``learn_group`` leaves
+        that to its caller, once for a group of requests)."""
         positions: list = []
         [outcome] = self.learn_group([(batch, targets)], positions)
         try:
@@ -638,7 +631,7 @@ class LiveModel:
             # a logged record is made durable whatever its learning gave (a refused one is
             # replayed and refused the same way)
             if positions:
-                self._durable(positions[-1], deferred)
+                self.sync(positions[-1])
 
     def learn_group(self, items: list[tuple[CSRBatch, np.ndarray]], positions: list) -> list:
         """``learn_batch`` for several requests' batches, in order, as one writer-lock hold:
@@ -687,12 +680,6 @@ class LiveModel:
                 except Exception as error:  # the others are logged: learn them too
                     outcomes[k] = error
         return outcomes
-
-    def _durable(self, position: Position, deferred: list | None) -> None:
-        if deferred is None:
-            self.sync(position)
-        else:
-            deferred.append(position)
 
     def sync(self, position: Position) -> None:
         """Durable before acknowledged: fsync up to our record, outside the writer lock, so
