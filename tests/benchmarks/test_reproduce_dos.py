@@ -7,14 +7,10 @@ import pytest
 
 from benchmarks.reproduce_dos import PAIRS, Family, main
 from core.base import state_digest
-from core.datasets import DeformationStream, data_dir
+from core.datasets import DeformationStream
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.multiclass import OneVsOne
-
-needs_data = pytest.mark.skipif(
-    not (data_dir() / "mnist").is_dir(), reason="../shared/data is not available"
-)
 
 
 def strokes(n=30, seed=0):
@@ -64,7 +60,6 @@ def test_averaging_identical_snapshots_keeps_the_classifier():
     np.testing.assert_array_equal(family.predict(X, averaged=True), family.predict(X))
 
 
-@needs_data
 def test_quick_mode_end_to_end(tmp_path, capsys):
     result = main(["--quick", "--out", str(tmp_path)])
     for name in ("reproduce_dos_fig4.png", "reproduce_dos_fig5.png", "results.md"):

@@ -15,11 +15,6 @@ from benchmarks.reproduce_mofm import (
     tau_for,
     write_section,
 )
-from core.datasets import data_dir
-
-needs_data = pytest.mark.skipif(
-    not (data_dir() / "vowel").is_dir(), reason="../shared/data is not available"
-)
 
 
 def test_stratified_split_is_seeded_disjoint_and_balanced():
@@ -56,7 +51,6 @@ def test_write_section_keeps_the_other_sections(tmp_path):
     assert "second" in text and "first" not in text and "keep" in text
 
 
-@needs_data
 def test_quick_mode_end_to_end(tmp_path):
     result = main(["--quick", "--out", str(tmp_path), "--jobs", "1"])
     for name in ("mofm_fig2.png", "mofm_paths.png", "mofm_results.md"):

@@ -17,11 +17,7 @@ from benchmarks.reproduce_pqr import (
     main,
     run_movielens,
 )
-from core.datasets import data_dir
 
-needs_data = pytest.mark.skipif(
-    not (data_dir() / "a9a").is_dir(), reason="../shared/data is not available"
-)
 OCCUPATIONS = ["artist", "doctor", "engineer", "student", "writer"]
 GENRES = 19
 
@@ -110,7 +106,6 @@ def test_hashed_stream():
     assert X.has_sorted_indices
 
 
-@needs_data
 def test_quick_mode_end_to_end(tmp_path):
     write_movielens(tmp_path / "ml", n_ratings=1500)
     out = tmp_path / "out"

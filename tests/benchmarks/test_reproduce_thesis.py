@@ -4,7 +4,6 @@ end to end."""
 import json
 
 import numpy as np
-import pytest
 
 from benchmarks.reproduce_thesis import (
     THESIS_TABLE_6_1,
@@ -15,10 +14,6 @@ from benchmarks.reproduce_thesis import (
     two_classes,
 )
 from core.datasets import data_dir
-
-needs_data = pytest.mark.skipif(
-    not (data_dir() / "sdplib").is_dir(), reason="../shared/data is not available"
-)
 
 
 def test_two_classes_and_affine_maps():
@@ -49,14 +44,12 @@ def test_table_checks():
     assert table_checks(rows)["ea_fewer_updates_everywhere"] is False
 
 
-@needs_data
 def test_maxcut_laplacian():
     L = maxcut_laplacian(data_dir() / "sdplib" / "mcp100.dat-s")
     assert L.shape == (100, 100) and np.allclose(L, L.T)
     assert np.allclose(L.sum(axis=1), 0.0) and np.all(np.diag(L) >= 0)
 
 
-@needs_data
 def test_quick_mode_end_to_end(tmp_path):
     result = main(["--quick", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "reproduce_thesis.json").read_text())

@@ -18,10 +18,6 @@ from core.datasets import (
 from core.kernels.datasets import PAD, _datasets_deform_batch
 from tests import naive
 
-needs_data = pytest.mark.skipif(
-    not (data_dir() / "mnist").is_dir(), reason="../shared/data is not available"
-)
-
 
 # -- data_dir ---------------------------------------------------------------------------------
 def test_data_dir_default_and_override(monkeypatch, tmp_path):
@@ -275,7 +271,6 @@ def test_svmlight_error_messages():
         parse_svmlight(b"1 7:1", n_features=5, source="body")
 
 
-@needs_data
 @pytest.mark.parametrize(
     ("name", "n_features", "shape", "n_classes"),
     [
@@ -295,14 +290,12 @@ def test_svmlight_shared_data(name, n_features, shape, n_classes):
     assert np.all(np.isfinite(X.data))
 
 
-@needs_data
 def test_svmlight_a9a_test_needs_n_features():
     # the last feature never occurs in a9a.t, so without n_features it has 122 columns
     assert load_svmlight(data_dir() / "a9a" / "a9a.t")[0].shape == (16281, 122)
 
 
 # -- MNIST ------------------------------------------------------------------------------------
-@needs_data
 def test_mnist_test_set_matches_readme():
     images, labels = load_mnist_test()
     assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
@@ -313,7 +306,6 @@ def test_mnist_test_set_matches_readme():
     assert train_labels.shape == (60000,)
 
 
-@needs_data
 def test_mnist_split():
     (source, source_labels), (test, test_labels) = mnist_split()
     images, labels = load_mnist_test()
@@ -401,7 +393,6 @@ def test_deformation_changes_images_but_keeps_them_close():
     assert np.mean(correlation > 0.2) > 0.9
 
 
-@needs_data
 def test_deformed_mnist_digits_stay_close():
     (source, source_labels), _ = mnist_split()
     identity = dict(alpha=0.0, max_rotation=0.0, max_scale=0.0, max_shear=0.0, max_shift=0.0)

@@ -6,8 +6,6 @@ import platform
 import subprocess
 import sys
 
-import pytest
-
 from service import cli
 
 
@@ -29,11 +27,10 @@ def test_serve_tunes_malloc_unless_disabled(monkeypatch):
     cli.get_settings.cache_clear()
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only"
-)
-def test_tune_malloc_is_accepted_by_glibc():
-    """In a fresh process (the setting is process-wide): glibc accepts both parameters."""
+def test_tune_malloc_is_accepted_by_glibc_and_a_no_op_elsewhere():
+    """In a fresh process (the setting is process-wide): glibc accepts both parameters;
+    another C library (musl, macOS) leaves the allocator as it is and says so."""
     code = "from service.cli import tune_malloc; print(tune_malloc())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert out.stdout.strip() == str(glibc)
