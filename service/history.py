@@ -18,6 +18,8 @@ import time
 from collections import deque
 from typing import Any
 
+from service.threads import cancel_and_wait
+
 log = logging.getLogger("lorentztron.history")
 
 #: Seconds between samples.
@@ -163,10 +165,5 @@ class History:
         self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None

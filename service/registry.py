@@ -8,6 +8,7 @@ kernels release the GIL). Everything a request needs is validated before the loc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -608,10 +609,6 @@ class LiveModel:
         return version, labels, score_list, probabilities
 
     # -- learning -------------------------------------------------------------------------
-    def learn_rows(self, rows: list[Row], targets: np.ndarray) -> dict[str, Any]:
-        """Learn validated rows in order (one writer); progressive metrics first."""
-        return self.learn_batch(batch_from_rows(rows), targets)
-
     def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """Learn a validated batch in order (one writer), scoring each example before it is
         learned (progressive validation). ``targets``: class indices or values.
@@ -654,19 +651,9 @@ class LiveModel:
         records = None
         if self.journal is not None:
             records = [encode_record(*items[k]) for k in ready]
-        if self.log_only:  # api role: nothing here changes, so no writer lock (a version
-            # load holds it while it swaps a published state in)
-            try:
-                positions.append(self._append_many(records)[-1])
-            except APIError as error:
-                for k in ready:
-                    outcomes[k] = error
-                return outcomes
-            for k in ready:
-                rows = items[k][0].n_rows
-                outcomes[k] = {"version": self.version, "logged": rows, "n_aggressive": 0}
-            return outcomes
-        with self.lock.write():
+        # api role (log_only): nothing here changes, so no writer lock (a version load holds
+        # it while it swaps a published state in)
+        with contextlib.nullcontext() if self.log_only else self.lock.write():
             if records is not None:
                 try:
                     positions.append(self._append_many(records)[-1])
@@ -675,6 +662,10 @@ class LiveModel:
                         outcomes[k] = error
                     return outcomes
             for k in ready:
+                if self.log_only:
+                    rows = items[k][0].n_rows
+                    outcomes[k] = {"version": self.version, "logged": rows, "n_aggressive": 0}
+                    continue
                 try:
                     outcomes[k] = self._learn(*items[k])
                 except Exception as error:  # the others are logged: learn them too
@@ -1122,13 +1113,10 @@ class PredictionCache:
                 )
             return entry.row
 
-    def take(self, prediction_ids: list[str], model_uid: str) -> list[Row]:
-        """The rows of these pending predictions, removed atomically: all or none (an id is
-        answered once). APIError (422) names the first unknown, expired or repeated id."""
-        return [entry.row for entry in self.take_entries(prediction_ids, model_uid)]
-
-    def take_entries(self, prediction_ids: list[str], model_uid: str) -> list[_Pending]:
-        """``take``, returning the entries themselves (for ``give_back``)."""
+    def take(self, prediction_ids: list[str], model_uid: str) -> list[_Pending]:
+        """The entries (``.row``: the features) of these pending predictions, removed
+        atomically: all or none (an id is answered once; ``give_back`` undoes it). APIError
+        (422) names the first unknown, expired or repeated id."""
         with self._lock:
             if len(set(prediction_ids)) != len(prediction_ids):
                 raise APIError(

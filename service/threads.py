@@ -30,3 +30,14 @@ def make_executor(threads: int) -> ThreadPoolExecutor:
 async def run_sync(executor: Executor | None, function: Callable[..., T], *args) -> T:
     """``function(*args)`` in a thread of ``executor`` (None: the loop's default pool)."""
     return await asyncio.get_running_loop().run_in_executor(executor, function, *args)
+
+
+async def cancel_and_wait(task: asyncio.Task | None) -> None:
+    """Cancel a background task and wait until it has stopped (None: nothing to do)."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass

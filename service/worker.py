@@ -20,6 +20,7 @@ from service.errors import APIError
 from service.registry import LiveModel, PredictionCache, Registry, build_estimator
 from service.schemas import CreateModel
 from service.store import SnapshotError, SnapshotMeta, decode, encode
+from service.threads import cancel_and_wait
 
 log = logging.getLogger("lorentztron.worker")
 
@@ -359,11 +360,6 @@ class SnapshotWorker:
         self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         if self.restored and self.writes_snapshots:
             await asyncio.to_thread(self.snapshot_due, True)

@@ -50,7 +50,7 @@ import loadgen  # noqa: E402
 
 from core.align import running_average  # noqa: E402
 from core.datasets import parse_svmlight  # noqa: E402
-from core.features import as_batch  # noqa: E402
+from core.features import as_batch, batch_from_rows  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.main import create_app  # noqa: E402
 from service.registry import instance_row  # noqa: E402
@@ -455,7 +455,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     # the label -> class index (or target) step; named label_index in older services
     target_of = getattr(live, "target", None) or live.label_index
     label = np.array([target_of(example.label, "label")])
-    result = live.learn_rows([feedback_row], label)
+    result = live.learn_batch(batch_from_rows([feedback_row]), label)
     feedback_content = {
         "model": "m",
         "version": result["version"],
@@ -468,8 +468,8 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
          lambda: FeedbackRequest.model_validate_json(feedback_body)),
         ("instance_row + label to class index",
          lambda: (instance_row(example, live.n_features), target_of(example.label, "label"))),
-        ("LiveModel.learn_rows, 1 row (write lock, feedback log append + fsync, kernel)",
-         lambda: live.learn_rows([feedback_row], label)),
+        ("LiveModel.learn_batch, 1 row (write lock, feedback log append + fsync, kernel)",
+         lambda: live.learn_batch(batch_from_rows([feedback_row]), label)),
         ("FeedbackResponse validate + dump_json (response_model)",
          lambda: FeedbackResponse.model_validate(feedback_content).model_dump_json()),
     )  # fmt: skip

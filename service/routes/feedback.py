@@ -177,7 +177,7 @@ def _prepare_examples(
     ids, taken = [pid for _, pid in by_id], []
     if by_id:
         try:
-            taken = app.cache.take_entries(ids, live.uid)
+            taken = app.cache.take(ids, live.uid)
         except APIError as error:
             app.metrics.pending_misses.labels(error.code.removesuffix("_prediction_id")).inc()
             raise

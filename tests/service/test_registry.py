@@ -46,7 +46,7 @@ def test_prediction_cache_bounds_memory_and_time():
         cache.take([ids[0]], "uid")
     assert error.value.code == "unknown_prediction_id"
     kept = cache.take([ids[-1]], "uid")
-    assert np.array_equal(kept[0][0], row[0])
+    assert np.array_equal(kept[0].row[0], row[0])
     with pytest.raises(APIError):
         cache.take([ids[-1]], "uid")  # answered once
     ids = cache.put("uid", [row])
@@ -69,7 +69,7 @@ def test_prediction_cache_gives_back_taken_entries():
     cache = PredictionCache(ttl=10.0, max_bytes=10**6, clock=lambda: now[0])
     ids = cache.put("uid", [(np.arange(2), np.ones(2))] * 3)
     size = cache.nbytes
-    taken = cache.take_entries(ids[:2], "uid")
+    taken = cache.take(ids[:2], "uid")
     assert len(cache) == 1 and cache.nbytes < size
     cache.give_back(ids[:2], taken)
     assert len(cache) == 3 and cache.nbytes == size
@@ -79,7 +79,7 @@ def test_prediction_cache_gives_back_taken_entries():
     # the memory bound holds: giving back past it evicts the oldest
     small = PredictionCache(ttl=10.0, max_bytes=200)
     [a] = small.put("uid", [(np.arange(4), np.ones(4))])
-    entries = small.take_entries([a], "uid")
+    entries = small.take([a], "uid")
     [b] = small.put("uid", [(np.arange(4), np.ones(4))])
     small.give_back([a], entries)
     assert len(small) == 1 and small.evicted == 1 and small.take([a], "uid")
@@ -89,7 +89,7 @@ def test_dense_rows_are_kept_compact():
     cache = PredictionCache(ttl=10.0, max_bytes=10**6)
     dense = (np.arange(1000), np.r_[np.zeros(999), 5.0])
     [pid] = cache.put("uid", [dense])
-    [(indices, values)] = cache.take([pid], "uid")
+    [(indices, values)] = [entry.row for entry in cache.take([pid], "uid")]
     assert indices.tolist() == [999] and values.tolist() == [5.0]
 
 
