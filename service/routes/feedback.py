@@ -92,13 +92,10 @@ class Handler:
     prepare: Callable[[Components, LiveModel, bytes], Prepared]
 
     def __call__(self, app: Components, live: LiveModel, body: bytes) -> dict:
-        prepared = self.prepare(app, live, body)
-        try:
-            result = live.learn_batch(prepared.batch, prepared.targets)
-        except APIError as error:
-            prepared.refused(app, error)
-            raise
-        return _response(app, live, result, prepared)
+        [(ok, answer)] = handle_group(app, [(self, live, body)], lambda: None)
+        if not ok:
+            raise answer
+        return answer
 
 
 def handler_for(content_type: str) -> Handler:
