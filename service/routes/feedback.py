@@ -55,8 +55,11 @@ async def feedback(name: str, request: Request, app: App) -> JSONResponse:
     """Learn from labelled examples (scored before learning: progressive validation).
 
     Each request's examples are appended to the durable feedback log before they are learned
-    and before this answers: a 2xx means durable (a crash loses nothing acknowledged); 503
-    `log_unavailable` means nothing was learned. On an `api` replica the examples are only
+    and before this answers: a 2xx means durable (a crash loses nothing acknowledged). 503
+    `log_unavailable` means not acknowledged: usually nothing was learned (and prediction ids
+    named by the request can be answered again), but if the log's fsync failed after the
+    append, or a Redis reply was lost, the examples may be learned; treat them as not
+    durable, and their prediction ids as used. On an `api` replica the examples are only
     logged (`logged`), and the learner process learns them."""
     live = app.registry.get(name)
     body = await request.body()
