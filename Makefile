@@ -54,8 +54,13 @@ $(VENV)/.bench: $(STAMP)
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/speed_pa.py
 
+# the full reproductions of the four papers, one after the other (long runs; `make test` runs
+# each in its quick mode)
 reproduce: $(VENV)/.bench
 	$(BIN)/python benchmarks/reproduce_dos.py --full
+	$(BIN)/python benchmarks/reproduce_pqr.py
+	$(BIN)/python benchmarks/reproduce_mofm.py
+	$(BIN)/python benchmarks/reproduce_thesis.py
 
 clean:
 	rm -rf $(VENV) .numba_cache .pytest_cache .ruff_cache build *.egg-info
