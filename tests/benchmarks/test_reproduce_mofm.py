@@ -9,8 +9,10 @@ import pytest
 from benchmarks.reproduce_mofm import (
     BEGIN,
     END,
+    QUICK_SPECS,
     _stratified_parts,
     best_point,
+    budget_points,
     main,
     tau_for,
     write_section,
@@ -72,6 +74,21 @@ def test_quick_mode_end_to_end(tmp_path):
     for entry in figure2:
         for ratios in entry["ratios"].values():
             assert all(0.0 < r <= 1.0 + 1e-9 for r in ratios)
+    online = {r["dataset"]: r for r in result["results"] if r["kind"] == "online"}
+    assert set(online) == {"segment", "vowel"}
+    assert online["segment"]["test"] > 0.5 and 0.0 <= online["vowel"]["test"] <= 1.0
+    # the repeated-split study: seeds 0 and 1 of both data sets; seed 0 is the main run, so its
+    # model is the targets' column (a) of the main results
+    study = result["split_study"]
+    assert set(study) == {"segment", "vowel"}
+    for spec in QUICK_SPECS:
+        entry = study[spec.name]
+        assert [c["seed"] for c in entry["chosen"]] == [0, 1]
+        points = budget_points(result["results"], spec, entry["budget"]).values()
+        strict = max((p for p in points if p), key=lambda p: (p["validation"], -p["basis"]))
+        assert entry["chosen"][0]["test"] == pytest.approx(100 * strict["test"])
+        assert entry["mean"] == pytest.approx(np.mean([c["test"] for c in entry["chosen"]]))
+        assert all(c["basis"] <= entry["budget"] for c in entry["chosen"])
     markdown = (tmp_path / "mofm_results.md").read_text()
     assert "quick mode" in markdown and "| l1/linf |" in markdown
     section = (tmp_path / "benchmarks.md").read_text()
@@ -80,4 +97,5 @@ def test_quick_mode_end_to_end(tmp_path):
     rebuilt = tmp_path / "rebuilt"
     again = main(["--from-json", str(tmp_path / "reproduce_mofm.json"), "--out", str(rebuilt)])
     assert again["verdicts"] == result["verdicts"]
+    assert again["split_study"] == result["split_study"]
     assert (rebuilt / "mofm_results.md").read_text() == markdown
