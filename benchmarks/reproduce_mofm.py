@@ -835,8 +835,8 @@ def split_study(results: list[dict], specs) -> dict:
     the strict check's model (row, tau and t chosen on validation among the models within the
     paper's basis budget, as column (a) of the targets) and each row's own validation-selected
     model within the budget. One split decides little: with full refitting the greedy path is
-    numerically chaotic and 1,000-2,000 test examples give a binomial standard error of
-    0.7-1 point, so the verdict is the mean over the splits."""
+    numerically chaotic and a few hundred to 2,000 test examples give a binomial standard error
+    of 0.7-2 points, so the verdict is the mean over the splits."""
     study = {}
     for spec in specs:
         if spec.split == "files" or spec.paper_name not in TARGETS:
