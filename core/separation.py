@@ -840,6 +840,20 @@ class _Rescaled:
         return None if a is None else self.H @ a
 
 
+def _separator(oracle: Oracle, H: np.ndarray, x: np.ndarray):
+    """A separator ``x`` of ``H A`` mapped back: ``y = H^T x / |H^T x|``, checked by the
+    original oracle exactly as it is returned, because the rescaled set's check rounds
+    differently (``(A H^T) x`` is not ``A (H^T x)`` in floating point: a constraint at 1e-16 can
+    change sign). Returns ``(y, None)`` when no constraint has ``a . y <= 0``, else ``(None,
+    H a)``: the violated constraint in the rescaled coordinates, where the perceptron goes on."""
+    y = H.T @ x
+    norm = float(np.linalg.norm(y))
+    if norm > 0.0:
+        y = y / norm
+    a = oracle.counterexample(y, 0.0)
+    return (y, None) if a is None else (None, H @ a)
+
+
 def modified_perceptron(
     oracle: Oracle,
     *,
@@ -897,7 +911,9 @@ def parametric_rescaling_perceptron(
     ``ceil(1 / rho^2)`` updates; if it has not separated, run the modified perceptron
     (:func:`modified_perceptron`: Algorithm 5 on a finite set, which is rescaled explicitly and
     normalised, Algorithm 8 through any other oracle) and rescale ``H <- (I + x x^T) H`` along its
-    unit output ``x``. Returns ``H^T x / |H^T x|`` (the separator of ``A``).
+    unit output ``x``. Returns ``H^T x / |H^T x|`` (the separator of ``A``), status
+    ``"feasible"`` only once the original oracle finds no violated constraint for exactly that
+    vector (a rounding-level violation sends the perceptron on with it).
 
     Defaults are the thesis's recommended second example (section 4.6, used in chapter 6):
     ``theta = 1 / sqrt(n)`` (beta = kappa = 1), ``sigma = 1 / (32 n)`` (d = 32),
@@ -930,8 +946,10 @@ def parametric_rescaling_perceptron(
         for k in range(perceptron_budget + 1):  # Algorithm 1 on H A
             a = current.counterexample(x, 0.0)
             if a is None:
-                result_x, status = H.T @ x, "feasible"
-                break
+                separator, a = _separator(oracle, H, x)
+                if a is None:
+                    result_x, status = separator, "feasible"
+                    break
             if k == perceptron_budget or done():
                 break
             x += a / np.linalg.norm(a)
@@ -949,13 +967,14 @@ def parametric_rescaling_perceptron(
         if x is None:
             break
         if current.counterexample(x, 0.0) is None:
-            result_x, status = H.T @ x, "feasible"
-            break
+            separator, _ = _separator(oracle, H, x)
+            if separator is not None:
+                result_x, status = separator, "feasible"
+                break
         H = H + np.outer(x, x @ H)  # (I + x x^T) H, |x| = 1
         rescalings += 1
-    norm = float(np.linalg.norm(result_x))
     return SeparationResult(
-        result_x / norm if norm > 0 else result_x,
+        result_x,
         status,
         perceptron_updates + modified_updates,
         perceptron_updates,

@@ -441,6 +441,29 @@ def small_margin_set(rng, n=6, count=300, margin=0.004):
     return heights * u + np.sqrt(1 - heights**2) * V, u
 
 
+class _BlindRescaling(FiniteConstraints):
+    """Its rescaled sets find no violated constraint at all: the extreme case of the rescaled
+    check rounding differently from the original one ((A H^T) x against A (H^T x))."""
+
+    def rescale(self, H):
+        rescaled = FiniteConstraints(self.A @ H.T)
+        rescaled.counterexample = lambda x, threshold=0.0: None
+        return rescaled
+
+
+@pytest.mark.parametrize("algorithm", [parametric_rescaling_perceptron, rescaling_perceptron])
+def test_rescaling_perceptrons_check_their_separator_on_the_original_set(algorithm):
+    # a "feasible" answer is checked on the constraints as given, with the vector returned:
+    # before, a separator of the rescaled set was trusted, and on one machine a constraint of
+    # test_batch_algorithms_separate_finite_sets ended at -1.1e-16 with status "feasible"
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((200, 4))
+    A[:, 0] = np.abs(A[:, 0]) + 0.5
+    result = algorithm(_BlindRescaling(A), seed=1)
+    assert result.status == "feasible"
+    assert np.all(A @ result.x > 0) and np.linalg.norm(result.x) == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("algorithm", ["parametric", "dunagan-vempala", "ellipsoid"])
 def test_batch_algorithms_separate_finite_sets(algorithm):
     rng = np.random.default_rng(16)
