@@ -1,3 +1,4 @@
+import gc
 import threading
 import time
 
@@ -34,6 +35,21 @@ def test_rwlock_readers_share_writers_exclude():
         thread.join()
     assert max(n for kind, n in events if kind == "read") > 1  # readers overlapped
     assert all(n == 0 for kind, n in events if kind == "write")  # writer alone
+
+
+def test_pending_predictions_are_not_tracked_by_the_garbage_collector():
+    # ~800,000 of them at the default bound: tracked, every full collection scanned them all
+    cache = PredictionCache(60.0, 1 << 20)
+    row = (np.array([1, 5], dtype=np.int32), np.array([0.5, 2.0], dtype=np.float32))
+    ids = cache.put("uid", [row] * 100)
+    gc.collect()
+    assert not any(gc.is_tracked(entry) for entry in cache._entries.values())
+    (entry,) = cache.take([ids[0]], "uid")  # handed out with named fields
+    assert entry.model_uid == "uid" and entry.row[0].tolist() == [1, 5] and entry.nbytes > 0
+    cache.give_back([ids[0]], [entry])
+    gc.collect()
+    assert not gc.is_tracked(cache._entries[ids[0]])
+    assert cache.peek(ids[0], "uid")[1].tolist() == [0.5, 2.0]
 
 
 def test_prediction_cache_bounds_memory_and_time():
