@@ -1054,8 +1054,9 @@ class _Pending(NamedTuple):
     """A pending prediction, as ``PredictionCache.take`` hands it out. The cache stores it as
     one flat plain tuple of untracked objects ``(model_uid, indices, values, expires_at,
     nbytes)``, which the garbage collector stops tracking at its first pass over it: a cache at
-    its 256 MB bound holds ~800,000 of them, and as tracked objects their churn kept
-    triggering full collections that scanned them all (up to ~170 ms with the GIL held)."""
+    its 256 MB bound holds ~880,000 of them, and as tracked objects their churn kept
+    triggering full collections that scanned them all (100-200 ms each with the GIL held;
+    ``benchmarks/pending_cache_gc.py``)."""
 
     model_uid: str
     row: Row
