@@ -99,3 +99,16 @@ def test_quick_mode_end_to_end(tmp_path):
     assert again["verdicts"] == result["verdicts"]
     assert again["split_study"] == result["split_study"]
     assert (rebuilt / "mofm_results.md").read_text() == markdown
+
+
+def test_a_subset_with_other_corrective_iterations(tmp_path):
+    # how the docs' satimage attempts are re-run: one data set, other corrective iterations
+    result = main(
+        ["--quick", "--datasets", "vowel", "--refit-iter", "7", "3", "--out", str(tmp_path)]
+    )
+    assert set(result["verdicts"]) == set(result["split_study"]) == {"vowel"}
+    runs = [r for r in result["results"] if r["kind"] == "cg" and not r["pilot"]]  # (pilots: 20)
+    assert runs and {r["refit_iter"] for r in runs} == {7, 3}
+    assert result["config"]["datasets"] == ["vowel"] and result["config"]["refit_iter"] == [7, 3]
+    with pytest.raises(SystemExit):
+        main(["--quick", "--datasets", "letter", "--out", str(tmp_path)])  # not in quick mode
