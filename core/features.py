@@ -307,10 +307,11 @@ def batch_from_rows(rows: Sequence[Row]) -> CSRBatch:
     return CSRBatch(indptr, indices, values)
 
 
-def first_overflowing_row(batch: CSRBatch) -> int:
-    """The first row of a validated batch whose squared norm, summed in order, overflows
-    float64 (no model can learn it: their updates divide by it); -1 if none."""
-    return int(_features_first_overflow(batch.indptr, batch.values))
+def first_overflowing_row(batch: CSRBatch, start: float = 0.0) -> int:
+    """The first row of a validated batch whose squared norm, summed in order from ``start``
+    (1.0: with the intercept's constant feature, the binary kernels' order), overflows float64
+    (no model can learn it: their updates divide by it); -1 if none."""
+    return int(_features_first_overflow(batch.indptr, batch.values, float(start)))
 
 
 def squared_norm(array: np.ndarray) -> float:

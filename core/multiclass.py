@@ -21,13 +21,9 @@ import numpy as np
 
 from core.base import BinaryClassifier, Estimator, check_classes
 from core.config import INDEX
-from core.features import CSRBatch, as_batch, as_row
+from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
 
 Label = int | str
-
-#: Rows whose values are all below sqrt(_SAFE_SQUARED_NORM / nnz) in magnitude cannot overflow
-#: the squared norm in any summation order; larger rows are checked in the kernels' order.
-_SAFE_SQUARED_NORM = 1e300
 
 
 @dataclass(frozen=True)
@@ -452,23 +448,12 @@ class OneVsRest(_Reduction, Estimator):
 
 def _check_squared_norms(batch: CSRBatch) -> None:
     """Refuse a batch with a row whose squared norm ``1 + sum_j x_j^2`` overflows float64, as
-    the binary kernels would, before any sub-model learns from it."""
-    values = batch.values
-    if values.size == 0:
-        return
-    longest = int(np.diff(batch.indptr).max())
-    suspects = np.flatnonzero(np.abs(values) > np.sqrt(_SAFE_SQUARED_NORM / longest))
-    if suspects.size == 0:
-        return
-    for row in np.unique(np.searchsorted(batch.indptr, suspects, side="right") - 1):
-        _, row_values = batch.row(row)
-        # cumsum adds sequentially, from 1.0: the kernels' order (and an upper bound of the
-        # no-intercept sum, since rounding is monotone)
-        with np.errstate(over="ignore"):
-            squared_norm = np.cumsum(np.concatenate(([1.0], row_values * row_values)))[-1]
-        if not np.isfinite(squared_norm):
-            where = f"row {row}: " if batch.n_rows > 1 else ""
-            raise ValueError(f"{where}the example's squared norm overflows float64")
+    the binary kernels would, before any sub-model learns from it (summed from 1.0 in the
+    kernels' order: an upper bound of the no-intercept sum, since rounding is monotone)."""
+    row = first_overflowing_row(batch, 1.0)
+    if row >= 0:
+        where = f"row {row}: " if batch.n_rows > 1 else ""
+        raise ValueError(f"{where}the example's squared norm overflows float64")
 
 
 def _take_rows(batch: CSRBatch, rows: np.ndarray) -> CSRBatch:

@@ -58,11 +58,12 @@ def _features_check_csr(indptr, indices, values, n_features):
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _features_first_overflow(indptr, values):
-    """The first row of a CSR batch whose squared norm (summed in order) is not finite, or
-    -1. Values are finite (checked before); only their squares and sums can overflow."""
+def _features_first_overflow(indptr, values, start):
+    """The first row of a CSR batch whose squared norm, summed in order from ``start``, is not
+    finite, or -1. Values are finite (checked before); only their squares and sums can
+    overflow."""
     for i in range(indptr.shape[0] - 1):
-        total = 0.0
+        total = start
         for k in range(indptr[i], indptr[i + 1]):
             total += values[k] * values[k]
         if not np.isfinite(total):

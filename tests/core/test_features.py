@@ -144,11 +144,11 @@ def test_first_overflowing_row_against_a_numpy_reference():
     """The first row whose squared norm, summed in order, is not finite: finite squares
     whose sum overflows count, empty rows never do, -1 when every row is fine."""
 
-    def reference(batch):
+    def reference(batch, start=0.0):
         for i in range(batch.n_rows):
             with np.errstate(over="ignore"):
-                total = np.cumsum(batch.row(i)[1] ** 2)
-            if total.size and not np.isfinite(total[-1]):
+                total = np.cumsum(np.concatenate(([start], batch.row(i)[1] ** 2)))
+            if not np.isfinite(total[-1]):
                 return i
         return -1
 
@@ -162,6 +162,8 @@ def test_first_overflowing_row_against_a_numpy_reference():
     for order in ([0, 1, 2, 3, 4], [0, 1, 3, 2], [0, 1, 4], [4, 3], [1], []):
         batch = batch_from_rows([rows[k] for k in order])
         assert first_overflowing_row(batch) == reference(batch)
+        # from 1.0, as the multiclass reductions check (the intercept's constant feature)
+        assert first_overflowing_row(batch, 1.0) == reference(batch, 1.0)
     assert first_overflowing_row(batch_from_rows([rows[2]])) == 0
     assert first_overflowing_row(batch_from_rows([rows[0], rows[4]])) == -1
 
