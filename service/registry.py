@@ -862,9 +862,8 @@ class LiveModel:
         # reads only shapes and dtypes, without the lock: a buffer made stale by a
         # concurrent restore is replaced under the lock by _copy_into
         for name, array in self.estimator.arrays():
-            buffer = buffers.get(name)
-            if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
-                buffer = buffers[name] = np.empty_like(array, order="K")
+            buffer, new = _buffer_for(buffers, name, array)
+            if new:
                 np.copyto(buffer, 0)  # its page faults now, not under the lock
 
     def _capture(self, buffers: dict | None = None) -> Capture:
@@ -878,9 +877,7 @@ class LiveModel:
         """``estimator.get_state(order="K")`` with the arrays copied into reused buffers."""
         arrays = {}
         for name, array in self.estimator.arrays():
-            buffer = buffers.get(name)
-            if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
-                buffer = buffers[name] = np.empty_like(array, order="K")
+            buffer, _ = _buffer_for(buffers, name, array)
             np.copyto(buffer, array)
             arrays[name] = buffer
         state = self.estimator.get_state_meta()
@@ -1009,6 +1006,16 @@ def _split_reservoir(state: dict) -> tuple[dict, dict | None]:
     return {**state, "arrays": arrays, "scalars": scalars}, reservoir
 
 
+def _buffer_for(buffers: dict, name: str, array: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The kept snapshot buffer of an array, (re)allocated in its layout if it has none of its
+    shape and dtype; and whether it is new."""
+    buffer = buffers.get(name)
+    if buffer is not None and buffer.shape == array.shape and buffer.dtype == array.dtype:
+        return buffer, False
+    buffer = buffers[name] = np.empty_like(array, order="K")
+    return buffer, True
+
+
 def _base(estimator: Estimator) -> Estimator:
     return estimator.model_ if isinstance(estimator, OrdinalMcRank) else estimator
 
@@ -1105,9 +1112,7 @@ class PredictionCache:
                 expires_at = now + self.ttl
                 self._entries[prediction_id] = (model_uid, *row, expires_at, nbytes)
                 self.nbytes += nbytes
-            while self.nbytes > self.max_bytes and self._entries:
-                self._drop(next(iter(self._entries)))
-                self.evicted += 1
+            self._evict()
         return ids
 
     def peek(self, prediction_id: str, model_uid: str) -> Row:
@@ -1153,9 +1158,7 @@ class PredictionCache:
                 if prediction_id not in self._entries:
                     self._entries[prediction_id] = entry.flat()
                     self.nbytes += entry.nbytes
-            while self.nbytes > self.max_bytes and self._entries:
-                self._drop(next(iter(self._entries)))
-                self.evicted += 1
+            self._evict()
 
     def sweep(self) -> int:
         """Drop expired entries; returns how many."""
@@ -1175,6 +1178,12 @@ class PredictionCache:
         with self._lock:
             for prediction_id in [k for k, e in self._entries.items() if e[_UID] == model_uid]:
                 self._drop(prediction_id)
+
+    def _evict(self) -> None:
+        """Drop the oldest entries until the memory bound holds (lock held)."""
+        while self.nbytes > self.max_bytes and self._entries:
+            self._drop(next(iter(self._entries)))
+            self.evicted += 1
 
     def _drop(self, prediction_id: str) -> tuple:
         entry = self._entries.pop(prediction_id)
