@@ -618,8 +618,7 @@ class LiveModel:
         nothing is learned. In the ``api`` role (``log_only``) the batch is only appended.
         The record is made durable (``sync``) before this returns (``learn_group`` leaves
         that to its caller, once for a group of requests)."""
-        positions: list = []
-        [outcome] = self.learn_group([(batch, targets)], positions)
+        [outcome], position = self.learn_group([(batch, targets)])
         try:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -627,16 +626,16 @@ class LiveModel:
         finally:
             # a logged record is made durable whatever its learning gave (a refused one is
             # replayed and refused the same way)
-            if positions:
-                self.sync(positions[-1])
+            if position is not None:
+                self.sync(position)
 
-    def learn_group(self, items: list[tuple[CSRBatch, np.ndarray]], positions: list) -> list:
+    def learn_group(self, items: list[tuple[CSRBatch, np.ndarray]]) -> tuple[list, Position | None]:
         """``learn_batch`` for several requests' batches, in order, as one writer-lock hold:
         one outcome per item, its result or its exception (the others go on). The records
         of the items that pass the norm check are appended together (one write, one Redis
         round trip) before any of them is learned; if that append fails, each of them gets
-        the 503. The log position of the last record is appended to ``positions``: the
-        caller must ``sync`` it before acknowledging any of them."""
+        the 503. Also returns the log position of the last record appended (None: none),
+        which the caller must ``sync`` before acknowledging any of them."""
         outcomes: list = [None] * len(items)
         ready = []
         for k, (batch, _) in enumerate(items):
@@ -647,8 +646,8 @@ class LiveModel:
                 continue
             ready.append(k)
         if not ready:
-            return outcomes
-        records = None
+            return outcomes, None
+        records, position = None, None
         if self.journal is not None:
             records = [encode_record(*items[k]) for k in ready]
         # api role (log_only): nothing here changes, so no writer lock (a version load holds
@@ -656,11 +655,11 @@ class LiveModel:
         with contextlib.nullcontext() if self.log_only else self.lock.write():
             if records is not None:
                 try:
-                    positions.append(self._append_many(records)[-1])
+                    position = self._append_many(records)[-1]
                 except APIError as error:
                     for k in ready:
                         outcomes[k] = error
-                    return outcomes
+                    return outcomes, None
             for k in ready:
                 if self.log_only:
                     rows = items[k][0].n_rows
@@ -670,7 +669,7 @@ class LiveModel:
                     outcomes[k] = self._learn(*items[k])
                 except Exception as error:  # the others are logged: learn them too
                     outcomes[k] = error
-        return outcomes
+        return outcomes, position
 
     def sync(self, position: Position) -> None:
         """Durable before acknowledged: fsync up to our record, outside the writer lock, so

@@ -259,7 +259,7 @@ def handle_group(
         return []
     outcomes: list[tuple[bool, Any]] = [(False, None)] * len(requests)
     prepared: list[tuple[int, Prepared]] = []
-    positions: list = []
+    position = None
     live = requests[0][1]
     try:
         for k, (handler, model, body) in enumerate(requests):
@@ -269,7 +269,7 @@ def handle_group(
                 prepared.append((k, handler.prepare(app, live, body)))
             except Exception as error:  # the request's own answer (4xx, or a 500)
                 outcomes[k] = (False, error)
-        results = live.learn_group([(p.batch, p.targets) for _, p in prepared], positions)
+        results, position = live.learn_group([(p.batch, p.targets) for _, p in prepared])
         for (k, p), result in zip(prepared, results, strict=True):
             if isinstance(result, BaseException):
                 p.refused(app, result)
@@ -278,9 +278,9 @@ def handle_group(
                 outcomes[k] = (True, _response(app, live, result, p))
     finally:
         learned()
-    if positions:
+    if position is not None:
         try:
-            live.sync(positions[-1])
+            live.sync(position)
         except APIError as error:  # every request whose record was written
             for k, _ in prepared:
                 ok, value = outcomes[k]

@@ -216,9 +216,8 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
         return original(model, records)
 
     monkeypatch.setattr(live.journal, "append_many", counted)
-    positions = []
-    outcomes = live.learn_group([ok, huge, other], positions)
-    assert appends == [2] and positions == [2] and live.log_position == 2
+    outcomes, position = live.learn_group([ok, huge, other])
+    assert appends == [2] and position == 2 and live.log_position == 2
     assert isinstance(outcomes[1], APIError) and outcomes[1].status == 422
     assert not outcomes[1].applied
     assert [outcomes[0]["version"], outcomes[2]["version"]] == [1, 2]
@@ -238,6 +237,7 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
         raise LogUnavailable("disk gone")
 
     monkeypatch.setattr(live.journal, "append_many", broken)
-    refused = live.learn_group([ok, other], [])
+    refused, position = live.learn_group([ok, other])
+    assert position is None  # nothing to make durable
     assert [(e.status, e.code, e.applied) for e in refused] == [(503, "log_unavailable", False)] * 2
     assert live.n_learned == 2 and live.version == 2
