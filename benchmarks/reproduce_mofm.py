@@ -773,8 +773,8 @@ def table_markdown(table: dict, specs) -> str:
 
 
 def budget_points(results: list[dict], spec: Spec, budget: int) -> dict:
-    """Per row of Table 2: the path entry with the best validation accuracy among those with at
-    most ``budget`` basis vectors (over the runs of every tau), or None."""
+    """Per row of Table 2 that has one: the path entry with the best validation accuracy among
+    those with at most ``budget`` basis vectors (over the runs of every tau)."""
     points = {}
     for corrective, penalty in itertools.product(CORRECTIVES, PENALTIES):
         admissible = [
@@ -788,8 +788,15 @@ def budget_points(results: list[dict], spec: Spec, budget: int) -> dict:
             for p in r["path"]
             if p["basis"] <= budget
         ]
-        points[(corrective, penalty)] = best_point(admissible) if admissible else None
+        if admissible:
+            points[(corrective, penalty)] = best_point(admissible)
     return points
+
+
+def strict_choice(points: dict) -> tuple[tuple[str, str], dict]:
+    """The strict target check's model among ``budget_points``: the row (and its point) with
+    the best validation accuracy, ties to fewer basis vectors."""
+    return max(points.items(), key=lambda kv: (kv[1]["validation"], -kv[1]["basis"]))
 
 
 def targets_markdown(results: list[dict], specs) -> tuple[str, dict]:
@@ -807,12 +814,12 @@ def targets_markdown(results: list[dict], specs) -> tuple[str, dict]:
         if spec.paper_name not in TARGETS:
             continue
         goal, budget = TARGETS[spec.paper_name]
-        points = {k: v for k, v in budget_points(results, spec, budget).items() if v}
+        points = budget_points(results, spec, budget)
         if not points:
             verdicts[spec.name] = dict(validated=False, best_row=False)
             lines.append(f"| {spec.name} | {goal:.2f} ({budget}) | | none | none | no |")
             continue
-        chosen = max(points.items(), key=lambda kv: (kv[1]["validation"], -kv[1]["basis"]))
+        chosen = strict_choice(points)
         best = max(points.items(), key=lambda kv: kv[1]["test"])
         need = goal - TARGET_MARGIN
 
@@ -853,10 +860,8 @@ def split_study(results: list[dict], specs) -> dict:
         chosen, rows = [], {}
         for seed in seeds:
             split_runs = [r for r in runs if r.get("split_seed", 0) == seed]
-            points = {k: v for k, v in budget_points(split_runs, spec, budget).items() if v}
-            (corrective, penalty), point = max(
-                points.items(), key=lambda kv: (kv[1]["validation"], -kv[1]["basis"])
-            )
+            points = budget_points(split_runs, spec, budget)
+            (corrective, penalty), point = strict_choice(points)
             chosen.append(
                 dict(
                     seed=seed,

@@ -85,7 +85,7 @@ def test_quick_mode_end_to_end(tmp_path):
         entry = study[spec.name]
         assert [c["seed"] for c in entry["chosen"]] == [0, 1]
         points = budget_points(result["results"], spec, entry["budget"]).values()
-        strict = max((p for p in points if p), key=lambda p: (p["validation"], -p["basis"]))
+        strict = max(points, key=lambda p: (p["validation"], -p["basis"]))
         assert entry["chosen"][0]["test"] == pytest.approx(100 * strict["test"])
         assert entry["mean"] == pytest.approx(np.mean([c["test"] for c in entry["chosen"]]))
         assert all(c["basis"] <= entry["budget"] for c in entry["chosen"])
