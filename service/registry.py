@@ -1102,13 +1102,12 @@ class PredictionCache:
         return len(self._entries)
 
     def put(self, model_uid: str, rows: list[Row]) -> list[str]:
-        now = self.clock()
+        expires_at = self.clock() + self.ttl
         ids = [uuid.uuid4().hex for _ in rows]
         with self._lock:
             for prediction_id, row in zip(ids, rows, strict=True):
                 row = compact(row)
                 nbytes = row[0].nbytes + row[1].nbytes + 64
-                expires_at = now + self.ttl
                 self._entries[prediction_id] = (model_uid, *row, expires_at, nbytes)
                 self.nbytes += nbytes
             self._evict()
