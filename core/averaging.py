@@ -153,7 +153,9 @@ class Averaged(Estimator):
         return self.n_averaged_ + 1
 
     # -- prediction ----------------------------------------------------------------------
-    def _scorer(self, variant: str) -> Estimator:
+    def scorer(self, variant: str) -> Estimator:
+        """The model that scores for ``variant``: ``live_``, or ``average_`` once one
+        exists (before the first average, "averaged" scores with the live model)."""
         if variant not in self.variants:
             raise ValueError(f"variant must be one of {self.variants}, got {variant!r}")
         if variant == "live" or self.n_averaged_ == 0:
@@ -162,19 +164,19 @@ class Averaged(Estimator):
 
     def score_one(self, x, variant: str = "averaged"):
         """Decision value of one example by the averaged (default) or live model."""
-        return self._scorer(variant).score_one(x)
+        return self.scorer(variant).score_one(x)
 
     def score_many(self, X, variant: str = "averaged"):
         """Decision values of a batch by the averaged (default) or live model."""
-        return self._scorer(variant).score_many(X)
+        return self.scorer(variant).score_many(X)
 
     def predict_one(self, x, variant: str = "averaged"):
         """Label of one example by the averaged (default) or live model."""
-        return self._scorer(variant).predict_one(x)
+        return self.scorer(variant).predict_one(x)
 
     def predict_many(self, X, variant: str = "averaged"):
         """Labels of a batch by the averaged (default) or live model."""
-        return self._scorer(variant).predict_many(X)
+        return self.scorer(variant).predict_many(X)
 
     decision_function = score_many
 

@@ -315,7 +315,7 @@ class BinaryClassifier(Estimator):
     """Protocol plumbing for binary classifiers with labels -1 / +1.
 
     Subclasses implement ``_learn_row``, ``_score_row``, ``_learn_batch`` and
-    ``_score_batch`` over validated rows / batches; this class validates inputs first, so a
+    ``score_batch`` over validated rows / batches; this class validates inputs first, so a
     bad example raises ``ValueError`` before any learned array is touched.
     ``predict`` returns +1 when the score is > 0 and -1 otherwise (a zero model says -1).
     """
@@ -344,7 +344,7 @@ class BinaryClassifier(Estimator):
         return self._score_row(indices, values)
 
     def score_many(self, X) -> np.ndarray:
-        return self._score_batch(self._batch(X))
+        return self.score_batch(self._batch(X))
 
     def predict_one(self, x) -> int:
         return 1 if self.score_one(x) > 0 else -1
@@ -366,7 +366,10 @@ class BinaryClassifier(Estimator):
     def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:  # pragma: no cover
         raise NotImplementedError
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:  # pragma: no cover
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:  # pragma: no cover
+        """Scores of a batch already validated for this model (``core.features.as_batch``
+        with its ``n_features``): no validation, so a server that validated once scores
+        without a second pass."""
         raise NotImplementedError
 
 

@@ -176,7 +176,7 @@ class DoSClassifier(BinaryClassifier):
             )
         return steps_from(scores, y, nus)
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty(batch.n_rows)
         _dos_score_batch(self._W, batch.indptr, batch.indices, batch.values, scores)
         return scores

@@ -113,7 +113,7 @@ class LinearPA(BinaryClassifier):
             )
         return steps_from(scores, y, taus)
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty(batch.n_rows)
         _linear_score_batch(self.w_, batch.indptr, batch.indices, batch.values, self._bias, scores)
         return scores

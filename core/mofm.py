@@ -345,7 +345,7 @@ class MultiOutputPN(Estimator):
         _mofm_score(self._Ht, self.V_, self.n_active_, self._activation, indices, values, o)
         return o
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
         out = np.empty((batch.n_rows, self._m))
         _mofm_score_batch(
             self._Ht,
@@ -365,7 +365,7 @@ class MultiOutputPN(Estimator):
 
     def score_many(self, X) -> np.ndarray:
         """o(x_i) of a batch, shape (n_rows, n_outputs)."""
-        return self._score_batch(self._batch(X))
+        return self.score_batch(self._batch(X))
 
     def decision_function(self, X) -> np.ndarray:
         """Alias of ``score_many`` (scikit-learn's name)."""

@@ -7,7 +7,7 @@ computes ten-way error rates on handwritten digits "from the majority votes of
 
 An example is validated once (``core.features.as_row`` / ``as_batch``) and its label is mapped
 to a class index once; the sub-models then run their internal methods (``_learn_row``,
-``_score_row``, ``_learn_batch``, ``_score_batch``) on the validated row, so a one-vs-one
+``_score_row``, ``_learn_batch``, ``score_batch``) on the validated row, so a one-vs-one
 ``learn_one`` over 10 classes does not validate the same example 45 times. Everything that can
 make a sub-model refuse an example (a bad row or label, a squared norm or score that overflows
 float64) is checked before the first sub-model learns, so a bad example changes nothing.
@@ -147,7 +147,7 @@ class _Reduction:
     def _model_scores_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty((batch.n_rows, len(self.models_)))
         for k, model in enumerate(self.models_):
-            scores[:, k] = model._score_batch(batch)
+            scores[:, k] = model.score_batch(batch)
         return scores
 
     def _winners(self, model_scores: np.ndarray) -> np.ndarray:  # pragma: no cover
@@ -625,16 +625,18 @@ class OrdinalMcRank(Estimator):
         """P(y <= r_c | x_i) for c < m, shape (n_rows, m - 1)."""
         return np.asarray(self.model_.predict_proba_many(X)).reshape(-1, len(self.levels) - 1)
 
-    def _expected(self, cumulative: np.ndarray) -> np.ndarray:
+    def expected_relevance(self, cumulative: np.ndarray) -> np.ndarray:
+        """E[y] = r_m - sum_c P(y <= r_c) (r_{c+1} - r_c) from the cumulative
+        probabilities P(y <= r_c), shape (..., m - 1)."""
         return self._levels[-1] - np.sum(cumulative * self._widths, axis=-1)
 
     def predict_one(self, x) -> float:
         """The expected relevance of x."""
-        return float(self._expected(self.score_one(x)[None, :])[0])
+        return float(self.expected_relevance(self.score_one(x)[None, :])[0])
 
     def predict_many(self, X) -> np.ndarray:
         """The expected relevances of a batch, shape (n_rows,)."""
-        return self._expected(self.score_many(X))
+        return self.expected_relevance(self.score_many(X))
 
     def _distribution(self, cumulative: np.ndarray) -> np.ndarray:
         monotone = np.maximum.accumulate(cumulative, axis=-1)

@@ -351,7 +351,7 @@ class PQR(BinaryClassifier):
             work_value,
         )
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty(batch.n_rows)
         if batch.n_rows == 0:
             return scores

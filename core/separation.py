@@ -153,7 +153,7 @@ class _Separator(BinaryClassifier):
     def _score_row(self, indices, values) -> float:
         return _sep_score(self.w_, indices, values, self._bias)
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty(batch.n_rows)
         _sep_score_batch(self.w_, batch.indptr, batch.indices, batch.values, self._bias, scores)
         return scores
@@ -1236,7 +1236,7 @@ class EllipsoidalClassifier(BinaryClassifier):
         level = ((1.0 + math.sqrt(1.0 + self.t_)) / 2.0) ** 2
         return level - np.einsum("ij,jk,ik->i", hat, self.E_hat_, hat)
 
-    def _score_batch(self, batch: CSRBatch) -> np.ndarray:
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
         if not self.n_fit_:
             return np.zeros(batch.n_rows)
         scores = self._scores_of(self._features(batch))
@@ -1246,7 +1246,7 @@ class EllipsoidalClassifier(BinaryClassifier):
         batch = CSRBatch(
             np.array([0, indices.shape[0]], dtype=np.int64), np.asarray(indices), values
         )
-        return float(self._score_batch(batch)[0])
+        return float(self.score_batch(batch)[0])
 
     def ellipsoid(self) -> tuple[np.ndarray, np.ndarray]:
         """``(E, c)`` of the inner ellipsoid ``(x - c)^T E (x - c) <= 1`` (eqs 7.6-7.8)."""

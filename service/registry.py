@@ -560,9 +560,9 @@ class LiveModel:
             {"field": where},
         )
 
-    def _scorer(self, variant: str) -> Estimator:
+    def scorer(self, variant: str) -> Estimator:
         if self.averaged:
-            return self.estimator._scorer(variant)
+            return self.estimator.scorer(variant)
         if variant == "averaged":
             raise APIError(
                 422,
@@ -582,9 +582,9 @@ class LiveModel:
         batch = batch_from_rows(rows)
         with self.lock.read():
             version = self.version
-            scorer = self._scorer(variant)
+            scorer = self.scorer(variant)
             if self.regression or self.binary:
-                scores = scorer._score_batch(batch)
+                scores = scorer.score_batch(batch)
                 labels = (
                     scores.tolist()
                     if self.regression
@@ -803,7 +803,7 @@ class LiveModel:
     def _offer_batch(self, batch: CSRBatch, targets: np.ndarray):
         """A batch kind: each example is scored by the last fit (progressive validation; the
         loss is the 0/1 error) and kept in the reservoir for the next fit; nothing is updated."""
-        scores = self.estimator._score_batch(batch)
+        scores = self.estimator.score_batch(batch)
         predicted = (scores > 0).astype(np.int64)
         for i in range(batch.n_rows):
             self.reservoir.add(batch.row(i), 1.0 if targets[i] == 1 else -1.0)
@@ -824,7 +824,7 @@ class LiveModel:
             losses[i] = step.loss
             if self.ordinal:  # expected relevance from P(y <= level) = sigmoid(o(x))
                 cumulative = _sigmoid(np.asarray(step.scores, dtype=np.float64))[None, :]
-                predicted[i] = float(self.estimator._expected(cumulative)[0])
+                predicted[i] = float(self.estimator.expected_relevance(cumulative)[0])
             else:
                 predicted[i] = self.classes.index(step.predicted)
             if self.reservoir is not None:
