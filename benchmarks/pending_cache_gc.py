@@ -1,6 +1,6 @@
 """Garbage-collector pauses caused by the service's pending predictions.
 
-``service.registry.PredictionCache`` keeps the features of recent predictions so that feedback
+``service.cache.PredictionCache`` keeps the features of recent predictions so that feedback
 can name a ``prediction_id``; at its default memory bound (256 MB) it holds ~880,000 rows of 30
 non-zeros. This script fills a cache the way ``/predict`` does (batches of 1,000 rows, after
 ``gc.freeze()`` as the server does after warm-up) and counts the full (generation 2) garbage
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from service.registry import PredictionCache  # noqa: E402
+from service.cache import PredictionCache  # noqa: E402
 
 
 def measure(predictions: int, max_bytes: int = 256 * 1024 * 1024, nnz: int = 30) -> dict:

@@ -157,6 +157,114 @@ class ProgressiveRMSE(_Progressive):
         return float(np.sqrt(self._recent_mean()))
 
 
+class ProgressiveValidation:
+    """Progressive-validation summary of a learner: every example is scored before it is
+    learned. Keeps the accuracy (classification), the mean loss the model minimises and the
+    RMSE (regression), cumulative and over the last ``window`` examples, in a ring buffer
+    updated one example or one batch at a time.
+
+    >>> metrics = ProgressiveValidation(window=2, loss="hinge")
+    >>> metrics.update([True, False, True], [0.0, 1.5, 0.0])
+    >>> s = metrics.summary(); s["accuracy"], s["recent_accuracy"], s["recent_loss"]
+    (0.6666666666666666, 0.5, 0.75)
+    """
+
+    def __init__(self, window: int, loss: str, regression: bool = False):
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be a positive integer, got {window!r}")
+        self.window = window
+        self.loss = loss
+        self.regression = regression
+        self.n = 0
+        self.correct = 0
+        self.loss_sum = 0.0
+        self.squared_sum = 0.0
+        self.recent_ = np.zeros((3, window))  # correct, loss, squared error
+        self.filled = 0  # examples in the window (fewer than min(n, window) after a resize)
+
+    def update(self, correct, losses, squared=None) -> None:
+        """Account for examples scored before they were learned (arrays, or sequences)."""
+        k = len(losses)
+        if k == 0:
+            return
+        if k == 1:  # the common single example, in plain Python
+            position = self.n % self.window
+            hit, loss = bool(correct[0]), float(losses[0])
+            error = 0.0 if squared is None else float(squared[0])
+            self.recent_[0, position] = hit
+            self.recent_[1, position] = loss
+            self.recent_[2, position] = error
+            self.n += 1
+            self.filled = min(self.filled + 1, self.window)
+            self.correct += hit
+            self.loss_sum += loss
+            self.squared_sum += error
+            return
+        correct, losses = np.asarray(correct), np.asarray(losses, dtype=float)
+        squared = np.zeros(k) if squared is None else np.asarray(squared, dtype=float)
+        positions = (self.n + np.arange(k)) % self.window
+        tail = slice(-self.window, None)  # a batch longer than the window keeps its tail
+        self.recent_[0, positions[tail]] = correct[tail]
+        self.recent_[1, positions[tail]] = losses[tail]
+        self.recent_[2, positions[tail]] = squared[tail]
+        self.n += k
+        self.filled = min(self.filled + k, self.window)
+        self.correct += int(np.count_nonzero(correct))
+        self.loss_sum += float(np.sum(losses))
+        self.squared_sum += float(np.sum(squared))
+
+    def summary(self) -> dict:
+        """Counts and means, cumulative and recent (None where undefined)."""
+        recent = self.filled
+        columns = (self.n - recent + np.arange(recent)) % self.window
+        correct, loss, squared = (
+            self.recent_[:, columns].mean(axis=1) if recent else (None, None, None)
+        )
+        classification = not self.regression
+        return {
+            "examples": self.n,
+            "loss_kind": self.loss,
+            "accuracy": self.correct / self.n if self.n and classification else None,
+            "loss": self.loss_sum / self.n if self.n else None,
+            "rmse": float(np.sqrt(self.squared_sum / self.n))
+            if self.n and self.regression
+            else None,
+            "recent_examples": recent,
+            "recent_accuracy": float(correct) if recent and classification else None,
+            "recent_loss": float(loss) if recent else None,
+            "recent_rmse": float(np.sqrt(squared)) if recent and self.regression else None,
+        }
+
+    def get_state(self) -> dict:
+        """The running totals (scalars) and the window (``recent_``, shape (3, window))."""
+        return {
+            "arrays": {"recent_": self.recent_.copy()},
+            "scalars": {
+                "n": self.n,
+                "filled": self.filled,
+                "correct": self.correct,
+                "loss_sum": self.loss_sum,
+                "squared_sum": self.squared_sum,
+            },
+        }
+
+    def set_state(self, state: dict) -> None:
+        """Load ``get_state()``'s output; a state saved with another window keeps its most
+        recent examples that fit."""
+        recent = np.asarray(state["arrays"]["recent_"], dtype=float)
+        scalars = state["scalars"]
+        n = int(scalars["n"])
+        if recent.ndim != 2 or recent.shape[0] != 3 or n < 0:
+            raise ValueError(f"a progressive window has shape (3, window), got {recent.shape}")
+        filled = int(scalars.get("filled", min(n, recent.shape[1])))
+        kept = min(filled, recent.shape[1], self.window)  # the newest examples, oldest first
+        order = (n - kept + np.arange(kept)) % recent.shape[1]
+        self.recent_ = np.zeros((3, self.window))
+        self.recent_[:, (n - kept + np.arange(kept)) % self.window] = recent[:, order]
+        self.n, self.filled, self.correct = n, kept, int(scalars["correct"])
+        self.loss_sum, self.squared_sum = float(scalars["loss_sum"]), float(scalars["squared_sum"])
+
+
 def _pair(a, b, numeric: bool = False) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(a, dtype=float if numeric else None)
     b = np.asarray(b, dtype=float if numeric else None)

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     max_models: int = Field(100, gt=0)
     #: Most learned floats in one model (guards memory: n_features * 2 * rank for DoS).
     max_model_floats: int = Field(1 << 27, gt=0)
+    #: Most binary models in one multi-class reduction (one-vs-one over k classes holds
+    #: k (k - 1) / 2; at the default, a create answers in about half a second).
+    max_submodels: int = Field(5000, gt=0)
 
     #: Seconds a prediction id can be answered with feedback.
     prediction_ttl: float = Field(3600.0, gt=0)

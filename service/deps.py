@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import hmac
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.cache import PredictionCache
 from service.config import Settings
-from service.errors import APIError
+from service.exceptions import Forbidden, Unauthorized
+from service.grouping import FeedbackGroups
 from service.metrics import Metrics
-from service.registry import PredictionCache, Registry
+from service.models import Models
 from service.worker import SnapshotWorker
 
 
@@ -21,13 +23,18 @@ class Components:
     """What the lifespan builds and the routes use (one per app, never module globals)."""
 
     settings: Settings
-    registry: Registry
+    models: Models
     cache: PredictionCache
     metrics: Metrics
     worker: SnapshotWorker
     warm: bool = False
     #: the thread pool of the request handlers (``service.threads``; None: the loop's default)
     executor: Executor | None = None
+    #: feedback requests waiting to be learned in groups (``service.grouping``)
+    groups: FeedbackGroups = field(init=False)
+
+    def __post_init__(self):
+        self.groups = FeedbackGroups(self)
 
 
 async def components(request: Request) -> Components:
@@ -52,33 +59,33 @@ def _matches(token: str, keys: list[str]) -> bool:
 
 
 def check_write(settings: Settings, authorization: str) -> None:
-    """Raise APIError 401/403 unless the Authorization header value carries a write key
+    """Raise Unauthorized / Forbidden unless the Authorization header value carries a write key
     (nothing to check when no write keys are configured)."""
     keys = settings.write_keys
     if not keys:
         return
     token = bearer_token(authorization)
     if token is None:
-        raise APIError(
-            401, "unauthorized", "this endpoint needs a write key (Authorization: Bearer <key>)"
+        raise Unauthorized(
+            "unauthorized", "this endpoint needs a write key (Authorization: Bearer <key>)"
         )
     if not _matches(token, keys):
-        raise APIError(403, "forbidden", "the key is not allowed to write")
+        raise Forbidden("forbidden", "the key is not allowed to write")
 
 
 def check_read(settings: Settings, authorization: str) -> None:
-    """Raise APIError 401/403 unless the header value carries a read or a write key
+    """Raise Unauthorized / Forbidden unless the header value carries a read or a write key
     (nothing to check when no read keys are configured)."""
     keys = settings.read_keys
     if not keys:
         return
     token = bearer_token(authorization)
     if token is None:
-        raise APIError(
-            401, "unauthorized", "this endpoint needs a read key (Authorization: Bearer <key>)"
+        raise Unauthorized(
+            "unauthorized", "this endpoint needs a read key (Authorization: Bearer <key>)"
         )
     if not (_matches(token, keys) or _matches(token, settings.write_keys)):
-        raise APIError(403, "forbidden", "the key is not allowed to read")
+        raise Forbidden("forbidden", "the key is not allowed to read")
 
 
 async def require_write(request: Request, app: App) -> None:

@@ -1,8 +1,10 @@
-"""Errors as JSON ``{"error": {"code", "message", "details"}}`` with stable codes.
+"""Errors as HTTP answers: ``{"error": {"code", "message", "details"}}`` with stable codes.
 
-Each kind of error has one plain function returning ``(status, body, headers)``; FastAPI's
-exception handlers (``install_error_handlers``) and the fast path of the hot endpoints
-(``service.fastpath``) both answer with them, so the two give the same responses.
+The one place that knows HTTP statuses: each domain error class (``service.exceptions``) has
+its status here, and the framework's own errors (validation, unknown paths and methods,
+oversized bodies) get the same envelope. FastAPI's exception handlers
+(``install_error_handlers``) and the fast path (``service.fastpath``) answer through
+``error_response``, so the two give the same responses.
 """
 
 from __future__ import annotations
@@ -13,28 +15,54 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from service.exceptions import (
+    CODES,
+    ClientClosed,
+    Conflict,
+    Forbidden,
+    Internal,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    ServiceError,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+)
 
 #: an error response: status, JSON body, extra headers (or None)
 ErrorResponse = tuple[int, dict, dict | None]
 
+#: the HTTP status of each class of domain error (499: nginx's "client closed request")
+STATUS: dict[type[ServiceError], int] = {
+    InvalidRequest: 422,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    MethodNotAllowed: 405,
+    Conflict: 409,
+    TooLarge: 413,
+    UnsupportedMediaType: 415,
+    ClientClosed: 499,
+    Internal: 500,
+    Unavailable: 503,
+}
 
-class APIError(Exception):
-    """An error with an HTTP status, a stable machine-readable code and a human message.
 
-    ``applied`` is True when the request changed the model before it failed, or may have
-    (its record was logged, or may have been: a lost Redis reply): what it consumed
-    (prediction ids) stays consumed. Otherwise nothing of the request was applied, and the
-    ids it named are given back."""
+def status_of(code: str) -> int:
+    """The HTTP status of an error code."""
+    return STATUS[CODES[code][0]]
 
-    def __init__(
-        self, status: int, code: str, message: str, details: Any = None, applied: bool = False
-    ):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
-        self.applied = applied
+
+def codes_by_status() -> dict[int, list[str]]:
+    """Every error code a client can receive, by HTTP status (README, OpenAPI)."""
+    found: dict[int, list[str]] = {}
+    for code in CODES:
+        found.setdefault(status_of(code), []).append(code)
+    return found
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -55,25 +83,15 @@ def error_body(code: str, message: str, details: Any = None) -> dict:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
-_HTTP_CODES = {
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-}
-
-
-def api_error(error: APIError) -> ErrorResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return error.status, error_body(error.code, error.message, error.details), headers
+def service_error(error: ServiceError) -> ErrorResponse:
+    status = STATUS[next(c for c in type(error).__mro__ if c in STATUS)]
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return status, error_body(error.code, error.message, error.details), headers
 
 
 def validation_error(errors: list[dict]) -> ErrorResponse:
-    """422 for request validation errors (FastAPI's ``RequestValidationError.errors()``):
-    ``malformed_json`` if the body is not JSON, else ``invalid_input`` naming the first
-    field."""
+    """422 for request validation errors (pydantic's ``errors()``): ``malformed_json`` if the
+    body is not JSON, else ``invalid_input`` naming the first field."""
     details = [
         {
             "field": ".".join(str(part) for part in e.get("loc", ())),
@@ -93,8 +111,21 @@ def body_too_large(error: BodyTooLarge) -> ErrorResponse:
     return 413, error_body("payload_too_large", str(error), {"limit": error.limit}), None
 
 
-def http_error(status: int, detail: Any) -> ErrorResponse:
-    return status, error_body(_HTTP_CODES.get(status, "http_error"), str(detail)), None
+_HTTP_CODES = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def http_error(error: StarletteHTTPException) -> ErrorResponse:
+    """The framework's own errors (unknown path, method not allowed: with its ``Allow``)."""
+    code = _HTTP_CODES.get(error.status_code, "invalid_input")
+    status = error.status_code if code != "invalid_input" else 422
+    return status, error_body(code, str(error.detail)), dict(error.headers or {}) or None
 
 
 def internal_error() -> ErrorResponse:
@@ -103,14 +134,16 @@ def internal_error() -> ErrorResponse:
 
 def error_response(error: Exception) -> ErrorResponse | None:
     """The response to an error a request handler raised (None: unexpected, a 500)."""
-    if isinstance(error, APIError):
-        return api_error(error)
+    if isinstance(error, ServiceError):
+        return service_error(error)
     if isinstance(error, RequestValidationError):
         return validation_error(error.errors())
     if isinstance(error, BodyTooLarge):
         return body_too_large(error)
     if isinstance(error, StarletteHTTPException):
-        return http_error(error.status_code, error.detail)
+        return http_error(error)
+    if isinstance(error, ClientDisconnect):  # answered to nobody; counted as 499, not 5xx
+        return 499, error_body("client_closed", "the client went away mid-request"), None
     return None
 
 
@@ -120,18 +153,8 @@ def json_response(response: ErrorResponse) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(APIError)
-    async def _api_error(request: Request, error: APIError):
-        return json_response(api_error(error))
+    async def handler(request: Request, error: Exception):
+        return json_response(error_response(error))
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, error: RequestValidationError):
-        return json_response(validation_error(error.errors()))
-
-    @app.exception_handler(BodyTooLarge)
-    async def _too_large(request: Request, error: BodyTooLarge):
-        return json_response(body_too_large(error))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, error: StarletteHTTPException):
-        return json_response(http_error(error.status_code, error.detail))
+    for kind in (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect):
+        app.add_exception_handler(kind, handler)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import struct
 import threading
 import time
@@ -54,6 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from core.features import CSRBatch
+from service.keys import RedisKeys
 
 log = logging.getLogger("lorentztron.log")
 
@@ -76,6 +78,11 @@ class LogUnavailable(Exception):
 
 class LogCorrupt(Exception):
     """A record could not be decoded."""
+
+
+class ModelGone(Exception):
+    """The log refused an append for an incarnation of the model that no longer exists (it
+    was deleted, or deleted and created again, by another process); nothing was written."""
 
 
 def encode_record(batch: CSRBatch, targets: np.ndarray, at: float | None = None) -> bytes:
@@ -120,8 +127,9 @@ def decode_record(data: bytes | memoryview) -> tuple[CSRBatch, np.ndarray, float
 class FeedbackLog(Protocol):
     """Where accepted feedback goes before it is learned. Positions are opaque and ordered."""
 
-    def append(self, model: str, record: bytes) -> Position: ...
-    def append_many(self, model: str, records: list[bytes]) -> list[Position]: ...
+    def append_many(
+        self, model: str, records: list[bytes], incarnation: str | None = None
+    ) -> list[Position]: ...
     def sync(self, model: str, position: Position) -> None: ...
     def read_after(self, model: str, position: Position) -> Iterator[tuple[Position, bytes]]: ...
     def trim(self, model: str, position: Position) -> None: ...
@@ -216,6 +224,12 @@ def _frames(path: Path) -> Iterator[tuple[int, memoryview]]:
         offset = end
 
 
+def _missing_ok(function, path, excinfo) -> None:
+    """``shutil.rmtree``'s error hook: what is already gone is deleted."""
+    if not issubclass(excinfo[0], FileNotFoundError):
+        raise excinfo[1]
+
+
 def _fsync_dir(folder: Path) -> None:
     descriptor = os.open(folder, os.O_RDONLY)
     try:
@@ -252,12 +266,12 @@ class FileLog:
                 state = self._open[model] = _Segmented(self.directory / model)
             return state
 
-    def append(self, model: str, record: bytes) -> int:
-        return self.append_many(model, [record])[0]
-
-    def append_many(self, model: str, records: list[bytes]) -> list[int]:
+    def append_many(
+        self, model: str, records: list[bytes], incarnation: str | None = None
+    ) -> list[int]:
         """Append records in order, with one write: all of them or none (a failed write is
-        truncated away)."""
+        truncated away). ``incarnation`` is not checked: one process owns a file log, and
+        its lifecycle keeps writers out of a deleted model."""
         try:
             state = self._state(model)
             with state.lock:
@@ -351,11 +365,7 @@ class FileLog:
         if state is not None and state.handle is not None:
             with state.lock:
                 state.handle.close()
-        folder = self.directory / model
-        if folder.exists():
-            for path in folder.iterdir():
-                path.unlink()
-            folder.rmdir()
+        shutil.rmtree(self.directory / model, onerror=_missing_ok)
 
     def length(self, model: str) -> int:
         """Records kept (all segments)."""
@@ -373,30 +383,62 @@ class FileLog:
         self._open.clear()
 
 
+#: KEYS: the model's incarnation key, its stream, its deleted incarnations; ARGV: the
+#: incarnation, then the records (service.keys: a missing key no deletion explains is set)
+_APPEND = """
+local current = redis.call('GET', KEYS[1])
+if current == false then
+  if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 'GONE' end
+  redis.call('SET', KEYS[1], ARGV[1])
+elseif current ~= ARGV[1] then
+  return 'GONE'
+end
+local ids = {}
+for i = 2, #ARGV do ids[#ids + 1] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[i]) end
+return ids
+"""
+
+
 class RedisLog:
     """A Redis stream per model (module docstring). Short timeouts: an outage fails the
     request fast (503) instead of holding the model's writer."""
 
     def __init__(self, client, prefix: str = "lorentztron"):
         self.client = client
-        self.prefix = prefix
+        self.keys = RedisKeys(prefix)
+        self._append_script = client.register_script(_APPEND)
 
     def key(self, model: str) -> str:
-        return f"{self.prefix}:model:{model}:log"
+        return self.keys.log(model)
 
-    def append(self, model: str, record: bytes) -> str:
-        return self.append_many(model, [record])[0]
-
-    def append_many(self, model: str, records: list[bytes]) -> list[str]:
-        """Append records in order in one round trip (a pipeline of ``XADD``s, which Redis
-        makes durable together: ``appendfsync always`` fsyncs once per event-loop turn)."""
+    def append_many(
+        self, model: str, records: list[bytes], incarnation: str | None = None
+    ) -> list[str]:
+        """Append records in order in one round trip, which Redis makes durable together
+        (``appendfsync always`` fsyncs once per event-loop turn). With an ``incarnation``,
+        only while it is the model's current one (a script: check and ``XADD``s are one
+        atomic step; ``service.keys``); else ModelGone and nothing is written."""
         try:
+            if incarnation is not None:
+                ids = self._append_script(
+                    keys=[
+                        self.keys.incarnation(model),
+                        self.key(model),
+                        self.keys.deleted(model),
+                    ],
+                    args=[incarnation, *records],
+                )
+                if ids == b"GONE":
+                    raise ModelGone(f"model {model!r} was deleted (or replaced) elsewhere")
+                return [entry_id.decode() for entry_id in ids]
             if len(records) == 1:
                 return [self.client.xadd(self.key(model), {b"r": records[0]}).decode()]
             pipe = self.client.pipeline(transaction=False)
             for record in records:
                 pipe.xadd(self.key(model), {b"r": record})
             return [entry_id.decode() for entry_id in pipe.execute()]
+        except ModelGone:
+            raise
         except Exception as error:  # connection, timeout, out of memory, read-only replica
             # some or all of them may have landed (a lost reply, a partial pipeline)
             raise LogUnavailable(

@@ -67,7 +67,7 @@ class History:
         self._samples: deque[dict[str, Any]] = deque(maxlen=int(span / interval) + 1)
         #: (time, histograms) of the previous sample
         self._previous: tuple[float, dict] | None = None
-        self._registry = None
+        self._models = None
         self._lock = threading.Lock()
         self._task: asyncio.Task | None = None
 
@@ -129,7 +129,7 @@ class History:
         """Take one sample now (the background task calls this every ``interval``)."""
         now = time.time() if now is None else now
         models = {}
-        for live in self._registry.models() if self._registry is not None else []:
+        for live in self._models.serving() if self._models is not None else []:
             summary = live.progressive.summary()
             models[live.name] = {
                 "version": live.version,
@@ -159,9 +159,9 @@ class History:
                 log.exception("history sample failed")
             await asyncio.sleep(self.interval)
 
-    def start(self, registry) -> None:
-        """Sample ``registry``'s models from now on (called by the app's lifespan)."""
-        self._registry = registry
+    def start(self, models) -> None:
+        """Sample the serving ``models`` from now on (called by the app's lifespan)."""
+        self._models = models
         self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def stop(self) -> None:

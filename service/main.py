@@ -12,6 +12,7 @@ import numpy as np
 from fastapi import FastAPI
 
 from core import __version__
+from service.cache import PredictionCache
 from service.config import Settings, get_settings
 from service.deps import Components
 from service.errors import install_error_handlers
@@ -20,7 +21,8 @@ from service.feedback_log import FileLog, RedisLog
 from service.history import History
 from service.metrics import Metrics
 from service.middleware import ServiceMiddleware
-from service.registry import PredictionCache, Registry
+from service.models import Models
+from service.openapi import build_openapi
 from service.roles import Learner, Replica
 from service.routes import feedback, health, models, predict, snapshots, status
 from service.store import LocalStore, RedisStore
@@ -141,11 +143,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         store = make_store(settings)
         journal = make_log(settings, store)
-        registry = Registry(settings.max_models)
         cache = PredictionCache(settings.prediction_ttl, settings.prediction_cache_bytes)
-        worker = SnapshotWorker(registry, store, cache, metrics, settings, journal)
+        models = Models(settings, store, journal, cache, metrics)
+        worker = SnapshotWorker(models, metrics, settings)
         executor = make_executor(settings.handler_threads)
-        components = Components(settings, registry, cache, metrics, worker, executor=executor)
+        components = Components(settings, models, cache, metrics, worker, executor=executor)
         app.state.components = components
         await asyncio.to_thread(warm_up)
         components.warm = True
@@ -158,7 +160,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         worker.start()
         role_loop = start_role(worker, settings)
-        app.state.history.start(registry)
+        app.state.history.start(models)
         # start-up leaves ~160,000 long-lived objects (modules, routes, schemas, numba's
         # dispatchers); frozen, a full collection no longer scans them on the request path
         gc.collect()
@@ -179,6 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="lorentztron", version=__version__, description=DESCRIPTION, lifespan=lifespan
     )
+    app.openapi = lambda: build_openapi(app)
     install_error_handlers(app)
 
     for router in (health.router, models.router, predict.router, feedback.router, snapshots.router):

@@ -247,10 +247,11 @@ class Metrics:
         name = live.name
         self.model_version.labels(name).set(live.version)
         self.log_unsnapshotted.labels(name).set(live.records_since_snapshot)
+        failures = live.journal.failures if live.journal is not None else 0
         seen = self._log_failures_seen.get(name, 0)
-        if live.log_failures > seen:
-            self.log_failures.labels(name).inc(live.log_failures - seen)
-            self._log_failures_seen[name] = live.log_failures
+        if failures > seen:
+            self.log_failures.labels(name).inc(failures - seen)
+            self._log_failures_seen[name] = failures
         for window, prefix in (("cumulative", ""), ("recent", "recent_")):
             if summary[prefix + "accuracy"] is not None:
                 self.accuracy.labels(name, window).set(summary[prefix + "accuracy"])

@@ -30,9 +30,10 @@ import time
 
 import redis
 
+from service.exceptions import NotFound
 from service.feedback_log import position_time
-from service.registry import LiveModel
-from service.store import decode
+from service.live import LiveModel
+from service.store import IncarnationGone, decode
 
 log = logging.getLogger("lorentztron.roles")
 
@@ -73,9 +74,10 @@ class Learner(_Loop):
     def __init__(self, worker, settings, block_ms: int = 100):
         super().__init__("learner")
         self.worker = worker
+        self.models = worker.models
         self.settings = settings
         self.client: redis.Redis = worker.store.client
-        self.journal = worker.journal
+        self.journal = worker.models.feedback_log
         self.consumer = f"{socket.gethostname()}-{id(self):x}"
         self.block_ms = block_ms
         self._grouped: dict[str, object] = {}  # model name -> the LiveModel the group was set for
@@ -86,7 +88,7 @@ class Learner(_Loop):
     def _streams(self) -> dict[str, LiveModel]:
         """Model by stream key, with each stream's group placed at the model's position."""
         streams = {}
-        for live in self.worker.registry.models():
+        for live in self.models.serving():
             key = self.journal.key(live.name)
             if self._grouped.get(live.name) is not live:
                 start = live.log_position or "0-0"
@@ -103,7 +105,7 @@ class Learner(_Loop):
     def step(self) -> None:
         now = time.monotonic()
         if now >= self._next_discovery:
-            self.worker.discover_models()
+            self.models.discover()
             self._next_discovery = now + self.settings.poll_interval
         streams = self._streams()
         if streams:
@@ -126,7 +128,12 @@ class Learner(_Loop):
                 # records at or before the model's position are already in it (replayed)
                 fresh = [r for r in records if _after(r[0], live.log_position)]
                 if fresh:
-                    self.worker.metrics.replayed.labels(live.name).inc(live.replay(fresh))
+                    try:
+                        with self.models.use(live.name):
+                            count = live.replay(fresh)
+                    except NotFound:  # deleted meanwhile: its records go with it
+                        count = 0
+                    self.worker.metrics.replayed.labels(live.name).inc(count)
                 self.client.xack(key, GROUP, *[i for i, _ in records])
         else:
             self._stop.wait(self.block_ms / 1000)
@@ -135,8 +142,13 @@ class Learner(_Loop):
             self._next_publish = time.monotonic() + self.period
 
     def publish(self) -> None:
-        for live in self.worker.registry.models():
-            meta = self.worker.snapshot(live)
+        for live in self.models.serving():
+            try:
+                with self.models.use(live.name):
+                    meta = self.models.writer.snapshot(live)
+            except (NotFound, IncarnationGone):  # deleted here or elsewhere meanwhile
+                self._next_discovery = 0.0
+                continue
             if meta is not None:
                 self.worker.store.publish(live.name, meta.version)
                 self.worker.metrics.published.labels(live.name).inc()
@@ -156,7 +168,7 @@ class Replica(_Loop):
     def step(self) -> None:
         if self._pubsub is None:
             self._pubsub = self.worker.store.client.pubsub(ignore_subscribe_messages=True)
-            self._pubsub.subscribe(f"{self.worker.store.prefix}:published")
+            self._pubsub.subscribe(self.worker.store.keys.published)
             self._next_poll = 0.0  # (re)subscribed: poll once for what may have been missed
         try:
             message = self._pubsub.get_message(timeout=0.2)
@@ -171,25 +183,24 @@ class Replica(_Loop):
             self._next_poll = time.monotonic() + self.period
 
     def poll(self) -> None:
-        self.worker.discover_models()
-        for live in self.worker.registry.models():
+        self.worker.models.discover()
+        for live in self.worker.models.serving():
             latest = self.worker.store.latest(live.name)
             if latest is not None and latest > live.version:
                 self.load(live.name, latest)
 
     def load(self, name: str, version: int) -> None:
         try:
-            live = self.worker.registry.get(name)
-        except Exception:
-            self.worker.discover_models()
+            live = self.worker.models.get(name)
+        except NotFound:
+            self.worker.models.discover()
             return
         if version <= live.version:
             return
         header, state = decode(self.worker.store.load(name, version))
         previous = live.log_position
         first_new = self._first_after(name, previous, header.get("log_position"))
-        live.restore(state, version=header["version"])
-        live.log_position = header.get("log_position")
+        live.load_version(state, header["version"], header.get("log_position"))
         metrics = self.worker.metrics
         metrics.published.labels(name).inc()
         metrics.model_version.labels(name).set(live.version)
@@ -203,7 +214,7 @@ class Replica(_Loop):
             return None
         start = "-" if previous is None else f"({previous}"
         entries = self.worker.store.client.xrange(
-            self.worker.journal.key(name), min=start, max=position, count=1
+            self.worker.models.feedback_log.key(name), min=start, max=position, count=1
         )
         return entries[0][0].decode() if entries else position
 

@@ -6,8 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-Label = StrictBool | StrictInt | StrictStr | FiniteFloat  # bools parsed to be refused
+#: a JSON number (an integer or a float, never a string or a boolean), finite
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Label = StrictInt | StrictStr | FiniteFloat
 FeatureValue = FiniteFloat | StrictBool | StrictStr
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -16,9 +17,35 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _exactly_one_form(*forms: tuple[str, ...]):
+    """JSON Schema: the object holds the fields of exactly one of ``forms`` (and none of
+    the others'), as the model validator requires."""
+    fields = sorted({name for form in forms for name in form})
+
+    def extra(schema: dict) -> None:
+        for name in fields:  # present means not null: an absent field is the only "none"
+            prop = schema["properties"][name]
+            branches = [b for b in prop.pop("anyOf", []) if b.get("type") != "null"]
+            prop.update(branches[0] if branches else {})
+            prop.pop("default", None)
+        schema["oneOf"] = [
+            {
+                "required": list(form),
+                "not": {"anyOf": [{"required": [f]} for f in fields if f not in form]},
+            }
+            for form in forms
+        ]
+
+    return extra
+
+
 class InputSpec(Strict):
     """The input space: ``n_features`` for dense/sparse rows, or ``hashed`` buckets for named
     features (both accept every instance form; ``hashed`` documents the intent)."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra=_exactly_one_form(("n_features",), ("hashed",))
+    )
 
     n_features: int | None = Field(None, ge=1, le=1 << 26)
     hashed: int | None = Field(None, ge=1, le=1 << 26)
@@ -108,13 +135,20 @@ class CreateModel(Strict):
     )
 
 
+INSTANCE_FORMS = (("x",), ("indices", "values"), ("features",))
+
+
 class Instance(Strict):
     """One example: dense ``x``, sparse ``indices`` + ``values``, or named ``features``."""
 
-    x: list[FiniteFloat] | None = None
-    indices: list[StrictInt] | None = None
-    values: list[FiniteFloat] | None = None
-    features: dict[str, FeatureValue] | None = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_exactly_one_form(*INSTANCE_FORMS))
+
+    x: list[FiniteFloat] | None = Field(None, description="dense values, one per input")
+    indices: list[StrictInt] | None = Field(None, description="0-based indices of the values")
+    values: list[FiniteFloat] | None = Field(None, description="the values at ``indices``")
+    features: dict[str, FeatureValue] | None = Field(
+        None, description="named features, hashed into the inputs (strings one-hot)"
+    )
 
     @model_validator(mode="after")
     def _one_form(self):
@@ -161,7 +195,12 @@ class Example(Instance):
     """A labelled example: an instance (or the ``prediction_id`` of an earlier prediction,
     whose features the service kept) and its true ``label``."""
 
-    prediction_id: str | None = None
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=_exactly_one_form(*INSTANCE_FORMS, ("prediction_id",)),
+    )
+
+    prediction_id: str | None = Field(None, description="the id of an earlier prediction")
     label: Label
 
     @model_validator(mode="after")
@@ -256,3 +295,15 @@ class SnapshotInfo(BaseModel):
 
 class SnapshotList(BaseModel):
     snapshots: list[SnapshotInfo]
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(..., description="stable, machine-readable (the README lists them)")
+    message: str = Field(..., description="for people")
+    details: Any = Field(None, description="where the error is (a field, a row), or null")
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer."""
+
+    error: ErrorDetail

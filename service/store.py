@@ -6,8 +6,11 @@
 
 The header holds the model name, version, creation time, the model's create request, the
 position of the last feedback-log record the state includes (``log_position``), the
-estimator's ``kind``/``params``/``scalars`` and one descriptor per array (name, dtype, shape,
-offset and length in the payload), plus the SHA-256 of the payload. The payload is the raw
+estimator's ``kind``/``params``/``scalars``, the service's own scalars (``service_scalars``:
+counters, progressive metrics, the model's creation time and incarnation;
+``service.capture``) and one descriptor per array (name, dtype, shape, offset and length in
+the payload; ``"part": "service"`` for the service's arrays), plus the SHA-256 of the
+payload. The payload is the raw
 little-endian bytes of the arrays. ``decode`` checks the magic, the checksum and every
 descriptor before building anything.
 
@@ -15,17 +18,15 @@ descriptor before building anything.
 temporary file, fsynced and renamed, then the pointer ``<dir>/<model>/LATEST`` replaced the
 same way: a crash leaves either the old or the new snapshot, never half of one.
 
-**Redis key layout** (prefix ``lorentztron`` by default, see ``RedisStore``)::
+**Redis store**: the key layout is ``service.keys``. A snapshot's blob, its entry in
+``versions``, the ``latest`` pointer and the pruning of old versions are written in one
+MULTI/EXEC transaction, watched on the model's incarnation key: the write of a model that
+was deleted (or deleted and created again) meanwhile by any process is refused.
 
-    {prefix}:models                         set of model names with snapshots
-    {prefix}:model:{name}:snapshot:{v}      the blob of version v
-    {prefix}:model:{name}:versions          sorted set: member v, score v
-    {prefix}:model:{name}:latest            the latest version, as a decimal string
-    {prefix}:model:{name}:log               stream: the feedback log (service/feedback_log.py)
-    {prefix}:published                      pub/sub channel: "<model> <version>" per publication
-
-A snapshot's blob, its entry in ``versions``, the ``latest`` pointer and the pruning of old
-versions are written in one MULTI/EXEC transaction.
+**Deletion** is made durable before anything is removed: ``mark_deleting`` writes a
+tombstone (a file under ``<dir>/.tombstones``, or a member of ``{prefix}:tombstones``), then
+the snapshots and the log go, then ``clear_deleting``. A crash in between leaves the
+tombstone, and the next start finishes the deletion before restoring anything.
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
+
+from service.keys import RedisKeys
 
 MAGIC = b"LZTSNAP1\n"
 FORMAT_VERSION = 1
@@ -47,6 +51,10 @@ FORMAT_VERSION = 1
 
 class SnapshotError(Exception):
     """A snapshot could not be read or written."""
+
+
+class IncarnationGone(SnapshotError):
+    """The snapshot of a model incarnation that no longer exists was refused."""
 
 
 @dataclass(frozen=True)
@@ -72,20 +80,23 @@ def encode(
     numpy's copies and hashlib's SHA-256 of large buffers release the GIL, so encoding a
     large model (the worker's snapshots) leaves the request threads running."""
     arrays = []
-    for name in sorted(state["arrays"]):
-        array = np.asarray(state["arrays"][name])
-        arrays.append((name, array, array.dtype.newbyteorder("<")))
+    service = state.get("service", {"arrays": {}, "scalars": {}})
+    for part, named in (("model", state["arrays"]), ("service", service["arrays"])):
+        for name in sorted(named):
+            array = np.asarray(named[name])
+            arrays.append((part, name, array, array.dtype.newbyteorder("<")))
     descriptors, offset = [], 0
-    for name, array, dtype in arrays:
-        descriptors.append(
-            {
-                "name": name,
-                "dtype": dtype.str,
-                "shape": list(array.shape),
-                "offset": offset,
-                "nbytes": array.size * dtype.itemsize,
-            }
-        )
+    for part, name, array, dtype in arrays:
+        descriptor = {
+            "name": name,
+            "dtype": dtype.str,
+            "shape": list(array.shape),
+            "offset": offset,
+            "nbytes": array.size * dtype.itemsize,
+        }
+        if part == "service":
+            descriptor["part"] = part
+        descriptors.append(descriptor)
         offset += array.size * dtype.itemsize
     header = {
         "format": FORMAT_VERSION,
@@ -97,13 +108,14 @@ def encode(
         "kind": state["kind"],
         "params": state["params"],
         "scalars": state["scalars"],
+        "service_scalars": service["scalars"],
         "arrays": descriptors,
         "payload_sha256": "0" * 64,  # (the same length as the digest written below)
     }
     head = json.dumps(header, sort_keys=True).encode()
     start = len(MAGIC) + 8 + len(head)
     blob = np.empty(start + offset, dtype=np.uint8)
-    for (_, array, dtype), d in zip(arrays, descriptors, strict=True):
+    for (_, _, array, dtype), d in zip(arrays, descriptors, strict=True):
         target = blob[start + d["offset"] : start + d["offset"] + d["nbytes"]]
         np.copyto(target.view(dtype).reshape(array.shape), array, casting="equiv")
     digest = hashlib.sha256(blob[start:]).hexdigest()
@@ -134,7 +146,7 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
     payload = memoryview(blob)[start + head_length :]
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise SnapshotError("snapshot checksum mismatch")
-    arrays = {}
+    arrays: dict[str, dict] = {"model": {}, "service": {}}
     for d in header["arrays"]:
         dtype = np.dtype(d["dtype"])
         if dtype.kind not in "fiub" or d["offset"] + d["nbytes"] > len(payload):
@@ -142,12 +154,13 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
         array = np.frombuffer(
             payload, dtype=dtype, count=int(np.prod(d["shape"], dtype=int)), offset=d["offset"]
         ).reshape(d["shape"])
-        arrays[d["name"]] = array.astype(dtype.newbyteorder("="), copy=True)
+        arrays[d.get("part", "model")][d["name"]] = array.astype(dtype.newbyteorder("="), copy=True)
     state = {
         "kind": header["kind"],
         "params": header["params"],
-        "arrays": arrays,
+        "arrays": arrays["model"],
         "scalars": header["scalars"],
+        "service": {"arrays": arrays["service"], "scalars": header.get("service_scalars", {})},
     }
     return header, state
 
@@ -155,11 +168,23 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
 class SnapshotStore(Protocol):
     """Where snapshots live. Every method may raise SnapshotError or OSError/Redis errors."""
 
-    def save(self, model: str, version: int, blob: bytes | memoryview, retention: int) -> None: ...
+    def save(
+        self,
+        model: str,
+        version: int,
+        blob: bytes | memoryview,
+        retention: int,
+        incarnation: str | None = None,
+        create: bool = False,
+    ) -> None: ...
     def load(self, model: str, version: int | None = None) -> bytes: ...
     def versions(self, model: str) -> list[SnapshotMeta]: ...
     def models(self) -> list[str]: ...
+    def incarnation(self, model: str) -> str | None: ...
     def delete(self, model: str) -> None: ...
+    def mark_deleting(self, model: str) -> None: ...
+    def deleting(self) -> list[str]: ...
+    def clear_deleting(self, model: str) -> None: ...
     def ping(self) -> None: ...
     def close(self) -> None: ...
 
@@ -173,7 +198,17 @@ class LocalStore:
     def _dir(self, model: str) -> Path:
         return self.directory / model
 
-    def save(self, model: str, version: int, blob: bytes | memoryview, retention: int) -> None:
+    def save(
+        self,
+        model: str,
+        version: int,
+        blob: bytes | memoryview,
+        retention: int,
+        incarnation: str | None = None,
+        create: bool = False,
+    ) -> None:
+        """Write a snapshot (``incarnation`` is not checked: one process owns a local
+        store, and its models' lifecycle keeps writes out of deleted models)."""
         folder = self._dir(model)
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / f"{version:012d}.snap", blob)
@@ -208,14 +243,35 @@ class LocalStore:
     def models(self) -> list[str]:
         if not self.directory.exists():
             return []
-        return sorted(p.name for p in self.directory.iterdir() if (p / "LATEST").exists())
+        return sorted(
+            p.name
+            for p in self.directory.iterdir()
+            if (p / "LATEST").exists() and p.name not in self.deleting()
+        )
+
+    def incarnation(self, model: str) -> str | None:
+        return None
 
     def delete(self, model: str) -> None:
-        folder = self._dir(model)
-        if folder.exists():
-            for path in folder.iterdir():
-                path.unlink()
-            folder.rmdir()
+        shutil.rmtree(self._dir(model), ignore_errors=True)
+        if self._dir(model).exists():
+            raise SnapshotError(f"could not delete the snapshots of {model!r}")
+
+    @property
+    def _tombstones(self) -> Path:
+        return self.directory / ".tombstones"  # (model names cannot start with a dot)
+
+    def mark_deleting(self, model: str) -> None:
+        self._tombstones.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self._tombstones / model, b"")
+
+    def deleting(self) -> list[str]:
+        if not self._tombstones.exists():
+            return []
+        return sorted(p.name for p in self._tombstones.iterdir() if not p.name.startswith("."))
+
+    def clear_deleting(self, model: str) -> None:
+        (self._tombstones / model).unlink(missing_ok=True)
 
     def ping(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -256,75 +312,129 @@ def _atomic_write(path: Path, data: bytes | memoryview) -> None:
 
 
 class RedisStore:
-    """Snapshots in Redis (key layout in the module docstring). One client, closed on
-    shutdown; short socket timeouts so that an outage fails fast and the worker retries."""
+    """Snapshots in Redis (``service.keys``). One client, closed on shutdown; short socket
+    timeouts so that an outage fails fast and the worker retries."""
 
     def __init__(self, url: str, prefix: str = "lorentztron", timeout: float = 2.0):
         import redis
 
         self.prefix = prefix
+        self.keys = RedisKeys(prefix)
         self.client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
 
-    def _key(self, model: str, *parts: Any) -> str:
-        return ":".join([self.prefix, "model", model, *map(str, parts)])
+    def save(
+        self,
+        model: str,
+        version: int,
+        blob: bytes | memoryview,
+        retention: int,
+        incarnation: str | None = None,
+        create: bool = False,
+    ) -> None:
+        """Write a snapshot in one transaction. With an ``incarnation``: ``create`` makes it
+        the model's current one; otherwise the write is refused (IncarnationGone) unless it
+        still is."""
+        keys = self.keys
+        incarnation_key, versions_key = keys.incarnation(model), keys.versions(model)
 
-    def save(self, model: str, version: int, blob: bytes | memoryview, retention: int) -> None:
-        versions_key = self._key(model, "versions")
-        old = [int(v) for v in self.client.zrange(versions_key, 0, -1)]
-        keep = sorted(set(old) | {version})[-retention:]
-        drop = [v for v in old if v not in keep]
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(self._key(model, "snapshot", version), blob)
+        def write(pipe) -> None:
+            adopt = create
+            if incarnation is not None and not create:
+                current = pipe.get(incarnation_key)
+                if current is None:  # lost with Redis's data, unless it was deleted
+                    adopt = not pipe.sismember(keys.deleted(model), incarnation)
+                if (current is None and not adopt) or (
+                    current is not None and current.decode() != incarnation
+                ):
+                    raise IncarnationGone(f"model {model!r} was deleted or replaced meanwhile")
+            old = [int(v) for v in pipe.zrange(versions_key, 0, -1)]
+            keep = sorted(set(old) | {version})[-retention:]
+            pipe.multi()
+            pipe.set(keys.snapshot(model, version), blob)
             pipe.zadd(versions_key, {str(version): version})
-            pipe.set(self._key(model, "latest"), str(max(keep)))
-            pipe.sadd(f"{self.prefix}:models", model)
-            for v in drop:
-                pipe.delete(self._key(model, "snapshot", v))
-                pipe.zrem(versions_key, str(v))
-            pipe.execute()
+            pipe.set(keys.latest(model), str(max(keep)))
+            pipe.sadd(keys.models, model)
+            if adopt and incarnation is not None:
+                pipe.set(incarnation_key, incarnation)
+            for v in old:
+                if v not in keep:
+                    pipe.delete(keys.snapshot(model, v))
+                    pipe.zrem(versions_key, str(v))
+
+        self.client.transaction(write, incarnation_key, versions_key, keys.deleted(model))
 
     def load(self, model: str, version: int | None = None) -> bytes:
         if version is None:
-            latest = self.client.get(self._key(model, "latest"))
+            latest = self.client.get(self.keys.latest(model))
             if latest is None:
                 raise SnapshotError(f"no snapshot of {model!r}")
             version = int(latest)
-        blob = self.client.get(self._key(model, "snapshot", version))
+        blob = self.client.get(self.keys.snapshot(model, version))
         if blob is None:
             raise SnapshotError(f"no snapshot {version} of {model!r}")
         return blob
 
     def latest(self, model: str) -> int | None:
         """The latest version's number (one GET), None without snapshots."""
-        latest = self.client.get(self._key(model, "latest"))
+        latest = self.client.get(self.keys.latest(model))
         return None if latest is None else int(latest)
 
     def publish(self, model: str, version: int) -> None:
         """Tell api replicas that a version was published (``{prefix}:published``)."""
-        self.client.publish(f"{self.prefix}:published", f"{model} {version}")
+        self.client.publish(self.keys.published, f"{model} {version}")
 
     def versions(self, model: str) -> list[SnapshotMeta]:
         metas = []
-        for v in self.client.zrange(self._key(model, "versions"), 0, -1):
-            blob = self.client.get(self._key(model, "snapshot", int(v)))
+        for v in self.client.zrange(self.keys.versions(model), 0, -1):
+            blob = self.client.get(self.keys.snapshot(model, int(v)))
             if blob is not None:
                 header, _ = _header(blob)
                 metas.append(SnapshotMeta(model, int(v), header["created_at"], len(blob)))
         return metas
 
     def models(self) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(f"{self.prefix}:models"))
+        names = self.client.smembers(self.keys.models)
+        return sorted(m.decode() for m in names - self.client.smembers(self.keys.tombstones))
+
+    def incarnation(self, model: str) -> str | None:
+        """The model's current incarnation (None: none recorded)."""
+        value = self.client.get(self.keys.incarnation(model))
+        return None if value is None else value.decode()
+
+    def adopt(self, model: str, incarnation: str) -> str:
+        """The model's incarnation, recorded as ``incarnation`` if none was (snapshots of
+        earlier versions of the service)."""
+        self.client.set(self.keys.incarnation(model), incarnation, nx=True)
+        return self.incarnation(model) or incarnation
 
     def delete(self, model: str) -> None:
-        versions = self.client.zrange(self._key(model, "versions"), 0, -1)
-        with self.client.pipeline(transaction=True) as pipe:
+        """Delete the model's snapshots; its incarnation joins the deleted ones (whose
+        later writes are refused)."""
+        keys = self.keys
+
+        def delete(pipe) -> None:
+            incarnation = pipe.get(keys.incarnation(model))
+            versions = pipe.zrange(keys.versions(model), 0, -1)
+            pipe.multi()
+            if incarnation is not None:
+                pipe.sadd(keys.deleted(model), incarnation)
             for v in versions:
-                pipe.delete(self._key(model, "snapshot", int(v)))
-            pipe.delete(self._key(model, "versions"), self._key(model, "latest"))
-            pipe.srem(f"{self.prefix}:models", model)
-            pipe.execute()
+                pipe.delete(keys.snapshot(model, int(v)))
+            pipe.delete(keys.versions(model), keys.latest(model), keys.incarnation(model))
+            pipe.srem(keys.models, model)
+
+        self.client.transaction(delete, keys.incarnation(model), keys.versions(model))
+
+    def mark_deleting(self, model: str) -> None:
+        self.client.sadd(self.keys.tombstones, model)
+
+    def deleting(self) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(self.keys.tombstones))
+
+    def clear_deleting(self, model: str) -> None:
+        self.client.srem(self.keys.tombstones, model)
 
     def ping(self) -> None:
         self.client.ping()

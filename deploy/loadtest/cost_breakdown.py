@@ -51,9 +51,9 @@ import loadgen  # noqa: E402
 from core.align import running_average  # noqa: E402
 from core.datasets import parse_svmlight  # noqa: E402
 from core.features import as_batch, batch_from_rows  # noqa: E402
+from service.bodies import instance_row  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.main import create_app  # noqa: E402
-from service.registry import instance_row  # noqa: E402
 from service.schemas import (  # noqa: E402
     FeedbackRequest,
     FeedbackResponse,
@@ -332,7 +332,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     components = app.state.components
     spec = json.dumps(workload.model_spec("m")).encode()
     assert await asgi_call(app, "POST", "/v1/models", spec, "application/json") == 201
-    live = components.registry.get("m")
+    live = components.models.get("m")
     k = [0]
 
     def call(method: str, path: str, bodies: list[bytes] | None, content_type: str = ""):
@@ -388,7 +388,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     predict_body = workload.predict_bodies[0]
     instance = PredictRequest.model_validate_json(predict_body).instances[0]
     row = instance_row(instance, live.n_features)
-    version, labels, scores = live.predict_rows([row], "live")[:3]
+    version, labels, scores = live.predict([row], "live")[:3]
     prediction = {"label": labels[0], "score": scores[0], "probability": None}
     content = {
         "model": "m",
@@ -420,9 +420,10 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
         ("PredictRequest.model_validate_json (pydantic)",
          lambda: PredictRequest.model_validate_json(predict_body)),
         ("instance_row (feature validation)", lambda: instance_row(instance, live.n_features)),
-        ("LiveModel.predict_rows (read lock + DoS score kernel)",
-         lambda: live.predict_rows([row], "live")),
-        ("PredictionCache.put (uuid4 + compact)", lambda: components.cache.put(live.uid, [row])),
+        ("LiveModel.predict (norm check, read lock, DoS score kernel)",
+         lambda: live.predict([row], "live")),
+        ("PredictionCache.put (uuid4 + compact)",
+         lambda: components.cache.put(live.incarnation, [row])),
         ("PredictResponse validate + dump_json (response_model)",
          lambda: PredictResponse.model_validate(content).model_dump_json()),
         ("access log line (its fields to JsonFormatter + write)",
@@ -455,7 +456,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     # the label -> class index (or target) step; named label_index in older services
     target_of = getattr(live, "target", None) or live.label_index
     label = np.array([target_of(example.label, "label")])
-    result = live.learn_batch(batch_from_rows([feedback_row]), label)
+    result = live.learn(batch_from_rows([feedback_row]), label)
     feedback_content = {
         "model": "m",
         "version": result["version"],
@@ -468,8 +469,8 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
          lambda: FeedbackRequest.model_validate_json(feedback_body)),
         ("instance_row + label to class index",
          lambda: (instance_row(example, live.n_features), target_of(example.label, "label"))),
-        ("LiveModel.learn_batch, 1 row (write lock, feedback log append + fsync, kernel)",
-         lambda: live.learn_batch(batch_from_rows([feedback_row]), label)),
+        ("LiveModel.learn, 1 row (write lock, feedback log append + fsync, kernel)",
+         lambda: live.learn(batch_from_rows([feedback_row]), label)),
         ("FeedbackResponse validate + dump_json (response_model)",
          lambda: FeedbackResponse.model_validate(feedback_content).model_dump_json()),
     )  # fmt: skip
@@ -488,7 +489,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     def learn_without_folds():
         estimator.interval = 1 << 40
         try:
-            live.learn_batch(batch, labels_index)
+            live.learn(batch, labels_index)
         finally:
             estimator.interval = interval
 
@@ -500,9 +501,9 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     per_example = (
         ("parse_svmlight", lambda: parse_svmlight(body, n_features=live.n_features)),
         ("as_batch (CSR validation)", lambda: as_batch(X, live.n_features)),
-        ("learn_batch without averaging folds (DoS kernel)", learn_without_folds),
-        ("learn_batch with the service's averaging interval",
-         lambda: live.learn_batch(batch, labels_index)),
+        ("learn without averaging folds (DoS kernel)", learn_without_folds),
+        ("learn with the service's averaging interval",
+         lambda: live.learn(batch, labels_index)),
     )  # fmt: skip
     for name, function in per_example:
         put("bulk", name, timed(function, 1, rounds) / args.batch, "example")

@@ -3,68 +3,44 @@
 from fastapi import APIRouter, Response
 
 from service.deps import App, Read, Write
-from service.errors import APIError
-from service.registry import LiveModel, build_estimator
+from service.openapi import errors
 from service.schemas import CreateModel, ModelInfo, ModelList
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-@router.post("", status_code=201, response_model=ModelInfo, dependencies=[Write])
+@router.post(
+    "",
+    status_code=201,
+    response_model=ModelInfo,
+    dependencies=[Write],
+    responses=errors(401, 403, 409, 413, 422, 503),
+)
 def create_model(spec: CreateModel, app: App, response: Response) -> dict:
-    """Create a named model (409 if the name is taken). Its first snapshot is written
-    before the response (503 if the snapshot store or the feedback log is unavailable)."""
-    if spec.name in app.registry.names():
-        raise APIError(409, "model_exists", f"a model named {spec.name!r} exists")
-    estimator = build_estimator(
-        spec, app.settings.averaging_interval, app.settings.max_model_floats
-    )
-    live = LiveModel(
-        name=spec.name, spec=spec, estimator=estimator, metrics_window=app.settings.metrics_window
-    )
-    app.registry.add(live)
-    try:
-        # durable before acknowledged: snapshot 0 written, any old log of the name dropped
-        app.worker.initialise(live)
-    except Exception as error:
-        app.registry.remove(spec.name)
-        raise APIError(
-            503,
-            "store_unavailable",
-            f"the model could not be made durable, so it was not created: {error}",
-        ) from None
-    app.metrics.track_model(live)
+    """Create a named model; it is durable (its first snapshot written) before the answer."""
+    live = app.models.create(spec)
     response.headers["Location"] = f"/v1/models/{spec.name}"
     return live.info()
 
 
-@router.get("", response_model=ModelList, dependencies=[Read])
+@router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
 def list_models(app: App) -> dict:
     """Every live model with its counters and progressive metrics."""
-    return {"models": [live.info() for live in app.registry.models()]}
+    return {"models": [live.info() for live in app.models.serving()]}
 
 
-@router.get("/{name}", response_model=ModelInfo, dependencies=[Read])
+@router.get(
+    "/{name}", response_model=ModelInfo, dependencies=[Read], responses=errors(401, 403, 404)
+)
 def get_model(name: str, app: App) -> dict:
     """One model: config, counters, version and progressive metrics."""
-    return app.registry.get(name).info()
+    return app.models.get(name).info()
 
 
-@router.delete("/{name}", status_code=204, dependencies=[Write])
+@router.delete(
+    "/{name}", status_code=204, dependencies=[Write], responses=errors(401, 403, 404, 503)
+)
 def delete_model(name: str, app: App) -> Response:
-    """Delete a model and its snapshots (503 if the snapshot store cannot delete them)."""
-    live = app.registry.get(name)
-    try:
-        app.worker.delete_snapshots(live)
-    except Exception as error:
-        live.deleted = False
-        raise APIError(
-            503,
-            "store_unavailable",
-            "the snapshot store could not delete the "
-            f"model's snapshots, so the model is kept: {error}",
-        ) from None
-    app.registry.remove(name)
-    app.cache.forget_model(live.uid)
-    app.metrics.forget_model(name)
+    """Delete a model: 404 from now on; its snapshots and feedback log are removed."""
+    app.models.delete(name)
     return Response(status_code=204)

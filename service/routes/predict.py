@@ -1,43 +1,61 @@
 """Scores for one or many instances."""
 
-from typing import Literal
+from collections.abc import Awaitable, Callable
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from service import bodies
 from service.deps import App, Components, Read
-from service.errors import APIError
-from service.registry import instance_row
+from service.openapi import errors, json_body
 from service.schemas import PredictRequest, PredictResponse
 from service.threads import run_sync
 
 router = APIRouter(prefix="/v1/models", tags=["predict"])
 
+_VARIANT = {
+    "name": "variant",
+    "in": "query",
+    "required": False,
+    "description": "live (default) or averaged: the aligned time average of section 3.4",
+    "schema": {"type": "string", "enum": ["live", "averaged"], "default": "live"},
+}
 
-@router.post("/{name}/predict", response_model=PredictResponse, dependencies=[Read])
-async def predict(
-    name: str, body: PredictRequest, app: App, variant: Literal["live", "averaged"] = "live"
-) -> JSONResponse:
+
+@router.post(
+    "/{name}/predict",
+    response_model=PredictResponse,
+    dependencies=[Read],
+    responses=errors(401, 403, 404, 413, 415, 422),
+    openapi_extra={"parameters": [_VARIANT], **json_body(PredictRequest)},
+)
+async def predict(name: str, request: Request, app: App) -> JSONResponse:
     """Label, score and prediction id per instance, from the live or time-averaged model."""
+    answer = await serve(
+        app, name, request.query_params.get("variant"), request.headers, request.body
+    )
+    return JSONResponse(answer)
+
+
+async def serve(
+    app: Components, name: str, variant, headers, body: Callable[[], Awaitable[bytes]]
+) -> dict:
+    """The answer to a predict request (FastAPI's route and the fast path)."""
+    data = await body()
     # one trip to the thread pool for the whole request (validation, kernels, ids); the
-    # response is built here, already valid, so FastAPI does not re-validate it
-    return JSONResponse(await run_sync(app.executor, _predict, app, name, body, variant))
+    # response is built there, already valid, so it is not validated again
+    return await run_sync(
+        app.executor, _predict, app, name, variant, headers.get("content-type"), data
+    )
 
 
-def _predict(app: Components, name: str, body: PredictRequest, variant: str) -> dict:
-    live = app.registry.get(name)
-    if len(body.instances) > app.settings.max_batch:
-        raise APIError(413, "batch_too_large", f"at most {app.settings.max_batch} instances")
-    rows = []
-    for i, instance in enumerate(body.instances):
-        try:
-            rows.append(instance_row(instance, live.n_features))
-        except ValueError as error:
-            raise APIError(
-                422, "invalid_input", f"instances[{i}]: {error}", {"field": f"instances.{i}"}
-            ) from None
-    version, labels, scores, probabilities = live.predict_rows(rows, variant)
-    ids = app.cache.put(live.uid, rows)
+def _predict(app: Components, name: str, variant, content_type, data: bytes) -> dict:
+    variant = bodies.variant(variant)
+    request = bodies.predict_request(content_type, data)
+    with app.models.use(name) as live:
+        rows = bodies.predict_rows(request, live, app.settings.max_batch)
+        version, labels, scores, probabilities = live.predict(rows, variant)
+        ids = app.cache.put(live.incarnation, rows)
     app.metrics.predictions.labels(name).inc(len(rows))
     return {
         "model": name,

@@ -18,7 +18,7 @@ def status_history(app: App, request: Request) -> dict:
     """Live models and the sampled history of their metrics and of request latency."""
     history = request.app.state.history
     models = []
-    for live in app.registry.models():
+    for live in app.models.serving():
         info = live.info()
         models.append(
             {

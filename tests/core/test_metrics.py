@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from core.metrics import ProgressiveAccuracy, ProgressiveRMSE, accuracy, ndcg_at_k, rmse
+from core.metrics import (
+    ProgressiveAccuracy,
+    ProgressiveRMSE,
+    ProgressiveValidation,
+    accuracy,
+    ndcg_at_k,
+    rmse,
+)
 from tests import naive
 
 
@@ -69,3 +76,57 @@ def test_progressive_metrics():
     assert np.isnan(error.recent) and np.isnan(ProgressiveRMSE().value)
     with pytest.raises(ValueError):
         ProgressiveRMSE(window=0)
+
+
+def test_progressive_metrics_windows():
+    progressive = ProgressiveValidation(window=3, loss="hinge")
+    progressive.update(np.array([True, False, True, True]), np.array([0.0, 2.0, 0.0, 1.0]))
+    summary = progressive.summary()
+    assert summary["examples"] == 4 and summary["accuracy"] == 0.75
+    assert summary["loss"] == 0.75 and summary["rmse"] is None
+    assert summary["recent_examples"] == 3
+    assert summary["recent_accuracy"] == pytest.approx(2 / 3)
+    assert summary["recent_loss"] == pytest.approx(1.0)
+    progressive.update(np.zeros(0, bool), np.zeros(0))
+    assert progressive.summary()["examples"] == 4
+    big = ProgressiveValidation(window=2, loss="hinge")
+    big.update(np.array([False, False, True, True, True]), np.zeros(5))
+    assert big.summary()["recent_accuracy"] == 1.0
+
+
+def test_progressive_single_examples_equal_one_batch():
+    """The one-example path (plain Python) keeps what a batch update of the same examples
+    keeps, window wrap-around included."""
+    rng = np.random.default_rng(0)
+    correct, losses, squared = rng.random(7) < 0.5, rng.random(7), rng.random(7)
+    for sq in (None, squared):
+        one_by_one = ProgressiveValidation(window=3, loss="squared", regression=sq is not None)
+        batched = ProgressiveValidation(window=3, loss="squared", regression=sq is not None)
+        for i in range(7):
+            one_by_one.update(
+                correct[i : i + 1], losses[i : i + 1], None if sq is None else sq[i : i + 1]
+            )
+        batched.update(correct, losses, sq)
+        assert one_by_one.summary() == pytest.approx(batched.summary())
+        assert np.array_equal(one_by_one.recent_, batched.recent_)
+
+
+def test_progressive_validation_state_round_trip_and_other_windows():
+    rng = np.random.default_rng(1)
+    metrics = ProgressiveValidation(window=4, loss="squared", regression=True)
+    metrics.update(rng.random(7) < 0.5, rng.random(7), rng.random(7))
+    same = ProgressiveValidation(window=4, loss="squared", regression=True)
+    same.set_state(metrics.get_state())
+    assert same.summary() == metrics.summary()
+    same.update([True], [0.5], [0.25]), metrics.update([True], [0.5], [0.25])
+    assert same.summary() == metrics.summary()
+    # a state saved with another window keeps its newest examples that fit
+    for window in (2, 9):
+        other = ProgressiveValidation(window=window, loss="squared", regression=True)
+        other.set_state(metrics.get_state())
+        reference = ProgressiveValidation(window=window, loss="squared", regression=True)
+        reference.update(np.ones(8, bool), np.zeros(8), np.zeros(8))
+        kept = min(window, 4)
+        chronological = np.roll(metrics.recent_, -(metrics.n % 4), axis=1)[:, 4 - kept :]
+        assert other.n == metrics.n and other.summary()["recent_examples"] == kept
+        assert other.summary()["recent_loss"] == pytest.approx(chronological[1].mean())

@@ -152,7 +152,7 @@ def test_concurrent_feedback_is_some_sequential_order(tmp_path):
         assert httpx.post(f"{server.url}/v1/models", json=spec).status_code == 201
         with ThreadPoolExecutor(n_threads) as pool:
             list(pool.map(worker, range(n_threads)))
-        live = app.state.components.registry.get("m")
+        live = app.state.components.models.get("m")
         served = state_digest(live.estimator.get_state())
         assert live.n_learned == X.shape[0]
     versions = sorted(v for v, _ in acknowledged)

@@ -69,7 +69,7 @@ def test_redis_outage_keeps_serving_and_snapshots_resume(redis_server, tmp_path,
         store = RedisStore(redis_server.url, prefix="t")
         wait_for(lambda: [m.version for m in store.versions("m")][-1:] == [2])
         header, state = decode(store.load("m"))
-        live = client.app.state.components.registry.get("m").estimator.get_state()
+        live = client.app.state.components.models.get("m").estimator.get_state()
         assert all(np.array_equal(state["arrays"][k], live["arrays"][k]) for k in live["arrays"])
         wait_for(lambda: client.get("/readyz").status_code == 200)
         store.close()

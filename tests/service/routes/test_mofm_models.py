@@ -38,7 +38,7 @@ def test_mofm_learns_like_the_library_and_predicts_probabilities(client):
     results = response.json()["results"]
     assert [r["predicted"] for r in results] == [s.predicted for s in steps]
     assert [r["loss"] for r in results] == [s.loss for s in steps]
-    served = client.app.state.components.registry.get("m").estimator
+    served = client.app.state.components.models.get("m").estimator
     assert state_digest(served.get_state()) == state_digest(reference.get_state())
     predicted = client.post("/v1/models/m/predict", json={"instances": [{"x": [2.0, 0, 0]}]})
     prediction = predicted.json()["predictions"][0]
@@ -76,7 +76,7 @@ def test_ordinal_mcrank_predicts_the_expected_relevance(client):
     [
         ({"kind": "mofm", "params": {"n_basis": 0}}, "n_basis"),
         ({"kind": "mofm", "params": {"bogus": 1}}, "unknown parameter"),
-        ({"kind": "mofm", "averaging": {"interval": 5}}, "not time-averaged"),
+        ({"kind": "mofm", "averaging": {"interval": 5}}, "cannot be time-averaged"),
         ({"kind": "mofm", "params": {"reservoir_policy": "uniform"}}, "window"),
         ({"kind": "mofm", "params": {"reservoir_refit_every": -1}}, "refit_every"),
         ({"kind": "mofm", "multiclass": "ordinal", "classes": ["x", "y"]}, "increasing"),
@@ -107,15 +107,15 @@ def test_refit_on_the_reservoir_is_swapped_in_and_durable(tmp_path):
         # a refit is a new version, written as a snapshot before it is served
         assert info["version"] == 4 and info["last_snapshot_version"] == 4
         assert info["status"]["examples_since_refit"] == 0
-        live = client.app.state.components.registry.get("m")
+        live = client.app.state.components.models.get("m")
         served = live.estimator.get_state()
-        window, seen = live.reservoir.data(), live.reservoir.n_seen
+        window, seen = live.window.data(), live.window.n_seen
     with TestClient(create_app(settings)) as client:
-        live = client.app.state.components.registry.get("m")
+        live = client.app.state.components.models.get("m")
         assert state_digest(live.estimator.get_state()) == state_digest(served)
         # the refit window travels with the snapshot: the next refit sees the same data
-        X, y = live.reservoir.data()
-        assert live.reservoir.n_seen == seen and y == window[1] and (X != window[0]).nnz == 0
+        X, y = live.window.data()
+        assert live.window.n_seen == seen and y == window[1] and (X != window[0]).nnz == 0
 
 
 def test_refit_then_sigkill_recovers_identically(tmp_path):

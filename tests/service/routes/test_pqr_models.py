@@ -28,7 +28,7 @@ def test_binary_pqr_has_probabilities_and_log_loss(client):
     assert response.status_code == 200, response.text
     reference = PQR(n_features=5, k=2, separation=[0, 1], alpha=0.5)
     steps = reference.learn_many(X, y)
-    served = client.app.state.components.registry.get("ctr").estimator
+    served = client.app.state.components.models.get("ctr").estimator
     assert state_digest(served.get_state()) == state_digest(reference.get_state())
     info = client.get("/v1/models/ctr").json()
     assert info["averaging"] is None and info["metrics"]["loss_kind"] == "log"

@@ -23,7 +23,7 @@ def test_live_and_averaged_variants(client):
             ]
         },
     )
-    live = client.app.state.components.registry.get("m").estimator
+    live = client.app.state.components.models.get("m").estimator
     body = {"instances": [{"x": x.tolist()} for x in X[:4]]}
     for variant in ("live", "averaged"):
         response = client.post(f"/v1/models/m/predict?variant={variant}", json=body).json()

@@ -1,0 +1,74 @@
+"""A model's records in the feedback log (``service.feedback_log``): appended before they
+are learned, made durable before the request is answered, read back for catch-up and
+replay. Log errors become domain errors here (``log_unavailable``); a model deleted
+elsewhere (the Redis log refuses an append to another incarnation) is ``model_not_found``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.features import CSRBatch
+from service.exceptions import NotFound, Unavailable
+from service.feedback_log import FeedbackLog, LogUnavailable, ModelGone, Position, encode_record
+
+
+class Journal:
+    """The log of one model (``name``, in its ``incarnation``).
+
+    ``uncertain`` is set when an append failed with an unknown outcome (a lost Redis reply):
+    the record may have landed, so the model reads the log after its position before its
+    next append (``LiveModel``), keeping the live model equal to snapshot + log."""
+
+    def __init__(self, log: FeedbackLog, name: str, incarnation: str):
+        self.log = log
+        self.name = name
+        self.incarnation = incarnation
+        self.uncertain = False
+        #: appends and syncs that failed (the metrics' log_append_failures_total)
+        self.failures = 0
+
+    def append(self, batches: list[tuple[CSRBatch, np.ndarray]]) -> list[Position]:
+        """Append one record per batch, together; Unavailable if the log refuses them
+        (``applied`` when they may have landed all the same)."""
+        records = [encode_record(batch, targets) for batch, targets in batches]
+        try:
+            return self.log.append_many(self.name, records, self.incarnation)
+        except ModelGone as error:
+            raise NotFound("model_not_found", str(error)) from None
+        except LogUnavailable as error:
+            self.uncertain = self.uncertain or error.maybe_written
+            self.failures += 1
+            raise Unavailable(
+                "log_unavailable",
+                f"feedback refused, nothing was learned: {error}",
+                applied=error.maybe_written,  # (then it may be learned from the log later)
+            ) from None
+
+    def sync(self, position: Position) -> None:
+        """Durable before acknowledged: every record up to ``position`` on disk (one fsync
+        serves the requests waiting together). If it fails the request gets a 503 although
+        its examples were learned (the live model and the log agree): not acknowledged."""
+        try:
+            self.log.sync(self.name, position)
+        except LogUnavailable as error:
+            self.failures += 1
+            raise Unavailable("log_unavailable", str(error), applied=True) from None
+
+    def records_after(self, position: Position) -> list[tuple[Position, bytes]]:
+        """The records after ``position`` (a catch-up); Unavailable if the log cannot be
+        read."""
+        try:
+            return list(self.log.read_after(self.name, position))
+        except LogUnavailable as error:
+            self.failures += 1
+            raise Unavailable(
+                "log_unavailable", f"feedback refused, nothing was learned: {error}"
+            ) from None
+
+    def trim(self, position: Position) -> None:
+        """Drop what a snapshot at ``position`` covers."""
+        self.log.trim(self.name, position)
+
+    def delete(self) -> None:
+        self.log.delete(self.name)

@@ -1,0 +1,467 @@
+"""A live model: one named estimator with its lock, version, counters, progressive metrics,
+refit window and journal.
+
+Concurrency: feedback (the single writer) holds the model's readers-writer lock exclusively
+for a whole group of requests, so updates never interleave; predictions share it, so they
+read a consistent model and run in parallel (the kernels release the GIL). Everything a
+request needs is validated before the lock is taken. Log order is learning order: records
+are appended under the writer lock, and made durable (``sync``) after it is released, so
+that requests waiting together share one fsync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from core.averaging import Averaged
+from core.base import Estimator
+from core.features import CSRBatch, Row, batch_from_rows, first_overflowing_row, squared_norm
+from core.metrics import ProgressiveValidation
+from service import capture
+from service.capture import Capture
+from service.exceptions import InvalidRequest, ServiceError
+from service.families import FAMILIES, Learned, reservoir_of
+from service.feedback_log import LogCorrupt, LogUnavailable, Position, decode_record
+from service.journal import Journal
+from service.kinds import Plan, build
+from service.lifecycle import Lifecycle
+from service.locks import RWLock
+
+log = logging.getLogger("lorentztron")
+
+
+def check_norms(batch: CSRBatch) -> None:
+    """Refuse an example whose squared norm overflows float64: every model's update and
+    score divides by or sums it, so no model can use it. Checked before anything is logged."""
+    row = first_overflowing_row(batch)
+    if row >= 0:
+        raise InvalidRequest(
+            "invalid_input",
+            f"row {row}: the example's squared norm overflows float64 (values too large)",
+            {"row": row},
+        )
+
+
+class LiveModel:
+    """One named model (module docstring). ``spec`` is its create request and ``plan`` the
+    catalogue's reading of it (``service.kinds``); ``incarnation`` names this creation of
+    the name (a model deleted and created again is another incarnation)."""
+
+    def __init__(
+        self,
+        name: str,
+        spec,
+        plan: Plan,
+        estimator: Estimator,
+        metrics_window: int,
+        incarnation: str | None = None,
+    ):
+        self.name = name
+        self.spec = spec
+        self.plan = plan
+        self.estimator = estimator
+        self.family = FAMILIES[plan.family](plan)
+        self.incarnation = incarnation or uuid.uuid4().hex
+        self.created_at = time.time()
+        self.lifecycle = Lifecycle(name)
+        self.lock = RWLock()
+        #: held by a snapshot from its capture until it is encoded (the buffers are reused)
+        self.snapshot_lock = threading.Lock()
+        self._buffers: dict[str, np.ndarray] = {}
+        self.version = 0
+        self.predictions = 0
+        self.n_learned = 0
+        self.n_aggressive = 0
+        self.refits = 0
+        self.examples_since_refit = 0
+        self.last_snapshot_version: int | None = None
+        self.last_snapshot_at: float | None = None
+        self.progressive = ProgressiveValidation(
+            metrics_window, self.family.loss_kind, self.family.regression
+        )
+        #: the recent examples the worker refits on (None: no refits)
+        self.window = reservoir_of(plan)
+        #: where feedback is appended before it is learned (None: no log)
+        self.journal: Journal | None = None
+        #: False on an api replica: feedback is only appended (a learner learns it)
+        self.learns = True
+        #: the log position of the last record this model includes (None: none yet)
+        self.log_position: Position = None
+        #: log records learned since the last snapshot
+        self.records_since_snapshot = 0
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def n_features(self) -> int:
+        return self.plan.n_features
+
+    @property
+    def classes(self) -> list:
+        return self.plan.classes
+
+    @property
+    def averaged(self) -> bool:
+        return isinstance(self.estimator, Averaged)
+
+    @property
+    def live(self) -> Estimator:
+        """The live estimator (an averaged model's ``live_``)."""
+        return self.estimator.live_ if self.averaged else self.estimator
+
+    def scorer(self, variant: str) -> Estimator:
+        """The estimator that scores ``variant`` ("live" or "averaged")."""
+        if self.averaged:
+            return self.estimator.scorer(variant)
+        if variant == "averaged":
+            raise InvalidRequest(
+                "no_averaged_variant",
+                f"kind {self.spec.kind!r} has no time-averaged variant (its state is not a "
+                "weight vector, or it is not online)",
+            )
+        return self.estimator
+
+    def target(self, label, where: str):
+        """The estimator's target for a request's label (class index, or value)."""
+        return self.family.target(label, where)
+
+    def predict(self, rows: list[Row], variant: str) -> tuple[int, list, list, list]:
+        """The model version, and the labels, scores and probabilities of validated rows."""
+        batch = batch_from_rows(rows)
+        check_norms(batch)
+        with self.lock.read():
+            version = self.version
+            labels, scores, probabilities = self.family.predict(self.scorer(variant), batch)
+            self.predictions += len(rows)
+        return version, labels, scores, probabilities
+
+    # -- learning ------------------------------------------------------------------------
+    def learn_group(self, items: list[tuple[CSRBatch, np.ndarray]]) -> tuple[list, Position]:
+        """Learn several requests' validated batches in order, as one writer-lock hold: one
+        outcome per item, its result dict or its exception (the others go on). The records
+        of the items that pass the norm check are appended together before any is learned;
+        if that append fails, each of them gets the error. Returns the outcomes and the log
+        position of the last record appended (None: none), which the caller ``sync``s
+        before acknowledging any of them."""
+        outcomes: list = [None] * len(items)
+        ready = []
+        for k, (batch, _) in enumerate(items):
+            try:
+                check_norms(batch)
+            except ServiceError as error:  # refused before anything is logged
+                outcomes[k] = error
+                continue
+            ready.append(k)
+        if not ready:
+            return outcomes, None
+        position = None
+        # an api replica changes nothing here: no writer lock (a version load holds it)
+        with self.lock.write() if self.learns else contextlib.nullcontext():
+            if self.journal is not None:
+                try:
+                    position = self._append([items[k] for k in ready])
+                except ServiceError as error:
+                    for k in ready:
+                        outcomes[k] = error
+                    return outcomes, None
+            for k in ready:
+                if not self.learns:
+                    outcomes[k] = {"version": self.version, "logged": items[k][0].n_rows}
+                    continue
+                try:
+                    outcomes[k] = self._learn(*items[k])
+                except Exception as error:  # the others are logged: learn them too
+                    outcomes[k] = error
+        return outcomes, position
+
+    def learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
+        """One request's validated batch: logged, learned and made durable (``learn_group``
+        of one, then ``sync``); its refusal raised."""
+        [outcome], position = self.learn_group([(batch, targets)])
+        if position is not None:
+            self.sync(position)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def sync(self, position: Position) -> None:
+        """Make the log durable up to ``position`` (after ``learn_group``, outside the lock)."""
+        self.journal.sync(position)
+
+    def _append(self, items: list[tuple[CSRBatch, np.ndarray]]) -> Position:
+        """Append the items' records (writer lock held); the position moves only when this
+        process learns them."""
+        if self.journal.uncertain and self.learns:
+            self._catch_up()
+        positions = self.journal.append(items)
+        if self.learns:
+            self.log_position = positions[-1]
+            self.records_since_snapshot += len(positions)
+        return positions[-1]
+
+    def _catch_up(self) -> None:
+        """Learn what the log holds after our position (an append whose reply was lost may
+        have landed), so that the live model stays equal to snapshot + log."""
+        for position, record in self.journal.records_after(self.log_position):
+            self._replay_one(position, record)
+        self.journal.uncertain = False
+
+    def replay(self, records: Iterable[tuple[Position, bytes]]) -> int:
+        """Learn log records ``(position, bytes)`` in order (start-up recovery, or a learner
+        consuming the log); returns how many. A record the model refuses (it was refused
+        live the same way) is skipped."""
+        count = 0
+        with self.lock.write():
+            for position, record in records:
+                self._replay_one(position, record)
+                count += 1
+        return count
+
+    def _replay_one(self, position: Position, record: bytes) -> None:
+        try:
+            batch, targets, _ = decode_record(record)
+        except LogCorrupt as error:
+            raise LogUnavailable(f"log record {position} of {self.name}: {error}") from None
+        try:
+            self._learn(batch, targets)
+        except ServiceError as error:  # refused live too (e.g. a float64 overflow)
+            log.warning("replay of %s: record %s refused: %s", self.name, position, error)
+        self.log_position = position
+        self.records_since_snapshot += 1
+
+    def _learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
+        """Learn a validated batch (writer lock held). A model that refuses an example (a
+        score overflowing float64) answers ``unlearnable_example``; the rows before it may
+        have been learned, and the version moves on so that a snapshot sees it. Replay meets
+        the same refusal at the same row, so recovery stays exact."""
+        try:
+            learned = self.family.learn(self.estimator, batch, targets, self.window)
+        except ValueError as error:
+            self.version += 1
+            raise InvalidRequest(
+                "unlearnable_example", f"the model refused an example: {error}", applied=True
+            ) from None
+        return self._account(batch.n_rows, learned)
+
+    def _account(self, n: int, learned: Learned) -> dict[str, Any]:
+        if n:
+            self.version += 1
+        self.progressive.update(learned.correct, learned.losses, learned.squared)
+        self.n_learned += n
+        if self.plan.kind.family != "online":  # refitted by the worker
+            self.examples_since_refit += n
+        n_aggressive = int(np.count_nonzero(learned.aggressive))
+        self.n_aggressive += n_aggressive
+        return {
+            "version": self.version,
+            "predicted": learned.predicted,
+            "losses": learned.losses,
+            "aggressive": learned.aggressive,
+            "n_aggressive": n_aggressive,
+        }
+
+    def predicted_label(self, value):
+        """What a feedback response reports as the prediction before the update."""
+        return self.family.predicted_label(value)
+
+    # -- durable changes outside the log -------------------------------------------------
+    def save_held(self, save: Callable[[Capture], Any]) -> None:
+        """``save`` the current state under the writer lock (a new model's first snapshot)."""
+        with self.lock.write():
+            save(self._capture(None))
+
+    def refit(self, save: Callable[[Capture], Any]) -> bool:
+        """Refit on the window (Algorithm 1 warm-started from the live basis; a batch kind is
+        fitted from scratch): the data are read under the lock, the fit runs without it
+        (the model keeps serving and learning), then under the writer lock the new model
+        learns what arrived meanwhile, replaces the old one and is saved before anyone sees
+        it (a refit is not in the log). False if skipped."""
+        with self.lock.read():
+            current = self.estimator
+            X, y = self.window.data()
+            mark = self.window.n_seen
+        if X.shape[0] == 0:
+            return False
+        batch = self.plan.family == "batch"
+        try:
+            if batch:
+                new = current.clone()
+                new.fit(X, np.asarray(y, dtype=np.float64))
+            else:
+                new = current.refit(X, y)
+        except ValueError as error:  # e.g. one class only in the window so far
+            log.warning("fit of %s skipped: %s", self.name, error)
+            with self.lock.write():
+                self.examples_since_refit = 0
+            return False
+        with self.lock.write():
+            if self.estimator is not current:  # restored or replaced meanwhile
+                return False
+            try:
+                X_new, y_new = self.window.since(mark)
+            except ValueError as error:  # more arrived than the window holds
+                log.warning("refit of %s skipped: %s", self.name, error)
+                self.examples_since_refit = 0
+                return False
+            if X_new.shape[0] and not batch:  # a batch model takes them at its next fit
+                new.learn_many(X_new, y_new)
+            self._commit(new, save, refit=True)
+        return True
+
+    def restore(self, state: dict, save: Callable[[Capture], Any]) -> int:
+        """Serve an earlier snapshot's estimator state from the next version on, saved
+        before anyone sees it (so recovery never replays later feedback onto the wrong base);
+        ValueError if the state does not fit this model. The counters, metrics and refit
+        window go on: they tell the model's story, which the restore is part of."""
+        new = build(self.plan)
+        new.set_state(capture.split_service(state)[0])
+        with self.lock.write():
+            self._commit(new, save)
+            return self.version
+
+    def _commit(self, new: Estimator, save: Callable[[Capture], Any], refit: bool = False):
+        """Swap ``new`` in as the next version and save it (writer lock held); on failure
+        everything comes back as it was."""
+        previous = (self.estimator, self.version, self.refits, self.examples_since_refit)
+        self.estimator = new
+        self.version += 1
+        if refit:
+            self.refits += 1
+            self.examples_since_refit = 0
+        try:
+            save(self._capture(None))
+        except BaseException:
+            self.estimator, self.version, self.refits, self.examples_since_refit = previous
+            raise
+
+    # -- state ---------------------------------------------------------------------------
+    def snapshot_state(self) -> Capture:
+        """Version, state and log position read together, the arrays copied under the read
+        lock into buffers kept for the next capture (valid until then: hold
+        ``snapshot_lock`` until the capture is encoded)."""
+        capture.prepare_buffers(self.estimator, self._buffers)
+        with self.lock.read():
+            return self._capture(self._buffers)
+
+    def _capture(self, buffers: dict | None) -> Capture:
+        state = capture.estimator_state(self.estimator, buffers)
+        service = {
+            capture.PROGRESSIVE: self.progressive.get_state(),
+            capture.MODEL: {
+                "scalars": {
+                    "created_at": self.created_at,
+                    "incarnation": self.incarnation,
+                    "examples_learned": self.n_learned,
+                    "aggressive_updates": self.n_aggressive,
+                    "predictions": self.predictions,
+                    "refits": self.refits,
+                    "examples_since_refit": self.examples_since_refit,
+                }
+            },
+        }
+        if self.window is not None:
+            service[capture.RESERVOIR] = capture.reservoir_part(
+                self.window.get_state(), self.family.window_target
+            )
+        state = capture.with_service(state, service)
+        return Capture(self.version, state, self.log_position, self.records_since_snapshot)
+
+    def load_state(self, state: dict) -> None:
+        """Load a snapshot's state (writer lock held by the caller, or before serving): the
+        estimator's arrays, and what the snapshot carries of the service's part."""
+        state, service = capture.split_service(state)
+        self.estimator.set_state(state)
+        if capture.PROGRESSIVE in service:
+            self.progressive.set_state(service[capture.PROGRESSIVE])
+        model = service.get(capture.MODEL, {}).get("scalars", {})
+        self.created_at = model.get("created_at", self.created_at)
+        self.n_learned = model.get("examples_learned", self.n_learned)
+        self.n_aggressive = model.get("aggressive_updates", self.n_aggressive)
+        self.predictions = model.get("predictions", self.predictions)
+        self.refits = model.get("refits", self.refits)
+        self.examples_since_refit = model.get("examples_since_refit", self.examples_since_refit)
+        if capture.RESERVOIR in service and self.window is not None:
+            self.window.set_state(
+                capture.reservoir_state(service[capture.RESERVOIR], self.family.from_window_target)
+            )
+
+    def load_version(self, state: dict, version: int, position: Position) -> None:
+        """Serve a published version (api replicas): its state, version and log position."""
+        with self.lock.write():
+            self.load_state(state)
+            self.version = version
+            self.log_position = position
+
+    def parameter_norm(self) -> float:
+        """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
+        with self.lock.read():
+            total = sum(
+                squared_norm(a)
+                for name, a in self.live.arrays()
+                if a.dtype.kind == "f" and not name.endswith("n_")
+            )
+        return float(np.sqrt(total))
+
+    def info(self) -> dict[str, Any]:
+        """The model as ``GET /v1/models/{name}`` shows it (read under the lock: a change
+        and its snapshot are seen together)."""
+        with self.lock.read():
+            return self._info()
+
+    def _info(self) -> dict[str, Any]:
+        spec, plan = self.spec, self.plan
+        averaging = (
+            {"interval": self.estimator.interval, "alignment": self.estimator.alignment}
+            if self.averaged
+            else None
+        )
+        task = {"regression": "regression", "ordinal": "ordinal"}.get(plan.family, "classification")
+        return {
+            "name": self.name,
+            "kind": spec.kind,
+            "params": spec.params,
+            "input": spec.input.model_dump(exclude_none=True),
+            "task": task,
+            "classes": self.classes,
+            "multiclass": spec.multiclass if plan.family in ("reduction", "ordinal") else None,
+            "averaging": averaging,
+            "version": self.version,
+            "created_at": self.created_at,
+            "examples_learned": self.n_learned,
+            "aggressive_updates": self.n_aggressive,
+            "predictions": self.predictions,
+            "last_snapshot_version": self.last_snapshot_version,
+            "metrics": self.progressive.summary(),
+            "status": self.status(),
+        }
+
+    def status(self) -> dict[str, Any] | None:
+        """Kind-specific state, and the refit window of the kinds the worker refits."""
+        status = self.family.status(self.live)
+        if self.plan.kind.family == "online":
+            return status
+        refit_every = self.plan.params["reservoir_refit_every"]
+        window = {
+            "refit_every": refit_every,
+            "reservoir_examples": len(self.window) if self.window is not None else 0,
+        }
+        if self.plan.family == "batch":
+            return {
+                **window,
+                "fits": self.refits,
+                "examples_since_fit": self.examples_since_refit,
+                **status,
+            }
+        return {
+            **window,
+            "refits": self.refits,
+            "examples_since_refit": self.examples_since_refit,
+            **status,
+        }

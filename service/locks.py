@@ -1,0 +1,59 @@
+"""The readers-writer lock of a live model: many predictions or one learner at a time."""
+
+from __future__ import annotations
+
+import threading
+
+
+class RWLock:
+    """Many readers or one writer; a waiting writer blocks new readers (no starvation)."""
+
+    def __init__(self):
+        self._condition = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    def acquire_read(self):
+        with self._condition:
+            while self._writer or self._writers_waiting:
+                self._condition.wait()
+            self._readers += 1
+
+    def release_read(self):
+        with self._condition:
+            self._readers -= 1
+            if self._readers == 0:
+                self._condition.notify_all()
+
+    def acquire_write(self):
+        with self._condition:
+            self._writers_waiting += 1
+            while self._writer or self._readers:
+                self._condition.wait()
+            self._writers_waiting -= 1
+            self._writer = True
+
+    def release_write(self):
+        with self._condition:
+            self._writer = False
+            self._condition.notify_all()
+
+    def read(self):
+        """``with lock.read():`` holds it shared."""
+        return _Held(self.acquire_read, self.release_read)
+
+    def write(self):
+        """``with lock.write():`` holds it exclusively."""
+        return _Held(self.acquire_write, self.release_write)
+
+
+class _Held:
+    def __init__(self, acquire, release):
+        self._acquire, self._release = acquire, release
+
+    def __enter__(self):
+        self._acquire()
+
+    def __exit__(self, *exc):
+        self._release()

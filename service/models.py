@@ -1,0 +1,292 @@
+"""The models of one process and their lifecycle (``service.lifecycle``): created, served,
+restored, deleted. Routes, the worker, the roles and recovery go through ``Models``.
+
+- **create**: the request is checked against the kind catalogue and every limit before
+  anything is built; the model is durable (snapshot 0, a fresh log) before it serves.
+- **delete**: the model stops admitting requests (404 from then on), waits for those
+  inside, writes a durable tombstone, then removes its snapshots and log. If the removal
+  fails part-way, the tombstone stays: the worker and the next start finish it; the model
+  never comes back. If the tombstone cannot be written, nothing changed (503).
+- **recover** (start-up): pending deletions are finished, then every model is restored from
+  its latest snapshot and its log replayed after the snapshot's position.
+- **discover** (roles): models created or deleted by other processes appear or go.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from service.capture import MODEL
+from service.exceptions import Conflict, NotFound, Unavailable
+from service.journal import Journal
+from service.kinds import Limits, build, plan
+from service.live import LiveModel
+from service.registry import Registry
+from service.schemas import CreateModel
+from service.snapshots import SnapshotWriter
+from service.store import SnapshotError, SnapshotMeta, decode
+
+log = logging.getLogger("lorentztron")
+
+
+class Models:
+    """The live models of one process (created by the app's lifespan)."""
+
+    def __init__(self, settings, store, feedback_log, cache, metrics):
+        self.settings = settings
+        self.store = store
+        #: the feedback log (``service.feedback_log``), None when disabled
+        self.feedback_log = feedback_log
+        self.cache = cache
+        self.metrics = metrics
+        self.registry = Registry()
+        self.writer = SnapshotWriter(store, metrics, settings.snapshot_retention)
+        self.limits = Limits(
+            settings.max_model_floats, settings.max_submodels, settings.averaging_interval
+        )
+        #: a model that exists is restored whatever the limits are now
+        self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
+        #: the api role serves published versions and never writes a snapshot
+        self.writes_snapshots = settings.role != "api"
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, name: str) -> LiveModel:
+        """The serving model of this name; NotFound otherwise."""
+        live = self.registry.get(name)
+        if live is None or not live.lifecycle.serving:
+            raise NotFound("model_not_found", f"no model named {name!r}")
+        return live
+
+    def serving(self) -> list[LiveModel]:
+        """Every serving model, by name."""
+        return [live for live in self.registry.models() if live.lifecycle.serving]
+
+    def enter(self, name: str) -> LiveModel:
+        """The model, admitting one request into it (``leave`` when answered)."""
+        live = self.get(name)
+        live.lifecycle.enter()
+        return live
+
+    def leave(self, live: LiveModel) -> None:
+        live.lifecycle.exit()
+
+    @contextmanager
+    def use(self, name: str) -> Iterator[LiveModel]:
+        """``with models.use(name) as live:``: a request inside the model."""
+        live = self.enter(name)
+        try:
+            yield live
+        finally:
+            live.lifecycle.exit()
+
+    # -- create and delete ----------------------------------------------------------------
+    def create(self, spec: CreateModel) -> LiveModel:
+        """A new serving model, durable before it serves (Unavailable if the store or the
+        log fails: then it was not created)."""
+        if self.registry.get(spec.name) is not None:
+            raise Conflict("model_exists", f"a model named {spec.name!r} exists")
+        if len(self.registry) >= self.settings.max_models:
+            raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
+        checked = plan(spec, self.limits)
+        live = LiveModel(spec.name, spec, checked, build(checked), self.settings.metrics_window)
+        self._attach(live)
+        self.registry.add(live, self.settings.max_models)
+        try:
+            if spec.name in self.store.deleting():  # an earlier model's, not yet finished
+                self._remove_files(spec.name)
+            if self.feedback_log is not None:
+                self.feedback_log.delete(spec.name)  # a log left without a snapshot
+            live.save_held(lambda c: self.writer.write(live, c, create=True))
+        except Exception as error:
+            self.registry.remove(live)
+            live.lifecycle.end()
+            raise Unavailable(
+                "store_unavailable",
+                f"the model could not be made durable, so it was not created: {error}",
+            ) from None
+        live.lifecycle.serve()
+        self.metrics.track_model(live)
+        return live
+
+    def delete(self, name: str) -> None:
+        """Delete a model and its files (module docstring)."""
+        live = self.registry.get(name)
+        if live is None or not live.lifecycle.close():
+            raise NotFound("model_not_found", f"no model named {name!r}")
+        try:
+            self.store.mark_deleting(name)
+        except Exception as error:
+            live.lifecycle.serve()
+            raise Unavailable(
+                "store_unavailable", f"the model could not be deleted, so it is kept: {error}"
+            ) from None
+        try:
+            self._remove_files(name)
+        except Exception as error:  # the tombstone stays: finished later, never undone
+            log.warning("deletion of %s left files behind (finished later): %s", name, error)
+        self._drop(live)
+
+    def _remove_files(self, name: str) -> None:
+        """Remove a tombstoned model's snapshots and log, then its tombstone."""
+        self.store.delete(name)
+        if self.feedback_log is not None:
+            self.feedback_log.delete(name)
+        self.store.clear_deleting(name)
+
+    def finish_deletions(self) -> None:
+        """Finish the deletions whose files could not all be removed (worker, start-up); a
+        name held by a model being created again is finished by its creation."""
+        for name in self.store.deleting():
+            if self.registry.get(name) is None:
+                self._remove_files(name)
+                log.info("finished the deletion of %s", name)
+
+    def _drop(self, live: LiveModel) -> None:
+        """Take a model out of this process (deleted here or elsewhere)."""
+        live.lifecycle.close()
+        self.registry.remove(live)
+        self.cache.forget_model(live.incarnation)
+        self.metrics.forget_model(live.name)
+        live.lifecycle.end()
+
+    # -- snapshots -----------------------------------------------------------------------
+    def _check_writer(self) -> None:
+        if not self.writes_snapshots:
+            raise Conflict(
+                "wrong_role",
+                "this api replica serves published versions; snapshot and restore on the learner",
+            )
+
+    def snapshot(self, name: str) -> SnapshotMeta:
+        """Write a snapshot of the model now."""
+        self._check_writer()
+        with self.use(name) as live:
+            try:
+                return self.writer.snapshot(live, force=True)
+            except Exception as error:
+                self.metrics.snapshot_failures.labels(name).inc()
+                raise Unavailable(
+                    "store_unavailable", f"the snapshot could not be written: {error}"
+                ) from None
+
+    def snapshots(self, name: str) -> list[SnapshotMeta]:
+        """The model's snapshots, oldest first."""
+        self.get(name)
+        try:
+            return self.store.versions(name)
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable", f"the snapshot store is unavailable: {error}"
+            ) from None
+
+    def restore_snapshot(self, name: str, version: int) -> LiveModel:
+        """Serve a snapshot's state from the model's next version on, durably."""
+        self._check_writer()
+        with self.use(name) as live:
+            try:
+                header, state = decode(self.store.load(name, version))
+            except SnapshotError as error:
+                raise NotFound("snapshot_not_found", str(error)) from None
+            except Exception as error:
+                raise Unavailable(
+                    "store_unavailable", f"the snapshot store is unavailable: {error}"
+                ) from None
+            if header["spec"] != live.spec.model_dump(mode="json"):
+                raise Conflict(
+                    "snapshot_mismatch",
+                    "the snapshot was taken from a model with another configuration",
+                )
+            try:
+                live.restore(state, lambda c: self.writer.write(live, c))
+            except ValueError as error:
+                raise Conflict("snapshot_mismatch", str(error)) from None
+            except Exception as error:
+                raise Unavailable(
+                    "store_unavailable",
+                    "the restored state could not be written as the newest snapshot, so the "
+                    f"model is unchanged: {error}",
+                ) from None
+            return live
+
+    # -- recovery and discovery ----------------------------------------------------------
+    def recover(self) -> None:
+        """Start-up: finish pending deletions, then restore every model (snapshot + log).
+        Raises if the store is unreachable (the worker tries again)."""
+        self.finish_deletions()
+        for name in self.store.models():
+            self._restore(name)
+
+    def discover(self) -> None:
+        """Roles: add the models another process created, drop those it deleted (or
+        deleted and created again: another incarnation)."""
+        names = set(self.store.models())
+        for live in self.registry.models():
+            if not live.lifecycle.serving:
+                continue
+            if live.name not in names or self.store.incarnation(live.name) not in (
+                None,
+                live.incarnation,
+            ):
+                self._drop(live)
+                log.info("model %s was deleted elsewhere", live.name)
+        for name in names:
+            if self.registry.get(name) is None:
+                self._restore(name)
+
+    def _restore(self, name: str) -> LiveModel | None:
+        """Restore one model from its latest snapshot and replay its log after it (the api
+        role serves the snapshot); None (logged) if it cannot be restored."""
+        try:
+            header, state = decode(self.store.load(name))
+            spec = CreateModel.model_validate(header["spec"])
+            checked = plan(spec, self._restore_limits)
+            live = LiveModel(name, spec, checked, build(checked), self.settings.metrics_window)
+            live.load_state(state)
+            live.version = live.last_snapshot_version = header["version"]
+            live.last_snapshot_at = header["created_at"]
+            live.log_position = header.get("log_position")
+            live.incarnation = self._incarnation(name, state, live.incarnation)
+            self._attach(live)
+            replayed = self._replay(live) if self.settings.role != "api" else 0
+            live.records_since_snapshot = replayed
+            self.registry.add(live)
+        except (SnapshotError, ValueError, KeyError, Conflict) as error:
+            log.error("could not restore model %s: %s", name, error)
+            return None
+        live.lifecycle.serve()
+        self.metrics.track_model(live)
+        log.info(
+            "restored model %s at version %d (snapshot %d + %d log records)",
+            name,
+            live.version,
+            header["version"],
+            replayed,
+        )
+        return live
+
+    def _incarnation(self, name: str, state: dict, fresh: str) -> str:
+        """The restored model's incarnation: the store's (Redis), else the snapshot's."""
+        saved = state["service"]["scalars"].get(MODEL + "incarnation", fresh)
+        adopt = getattr(self.store, "adopt", None)
+        return adopt(name, saved) if adopt is not None else saved
+
+    def _replay(self, live: LiveModel) -> int:
+        """Learn the log records after the model's position (start-up recovery)."""
+        if live.journal is None:
+            return 0
+        started = time.perf_counter()
+        count = live.replay(self.feedback_log.read_after(live.name, live.log_position))
+        self.metrics.replay_duration.observe(time.perf_counter() - started)
+        self.metrics.replayed.labels(live.name).inc(count)
+        return count
+
+    def _attach(self, live: LiveModel) -> None:
+        """Give a model its journal; outside the ``all`` role, feedback is only logged (the
+        learner's consumer learns it)."""
+        if self.feedback_log is not None:
+            live.journal = Journal(self.feedback_log, live.name, live.incarnation)
+        live.learns = self.settings.role == "all"

@@ -1,0 +1,102 @@
+"""The live model: norm checks before the log, refused updates replayed the same way, groups
+of requests logged together and learned one by one, and the model's story in its state."""
+
+import numpy as np
+import pytest
+
+from core.base import state_digest
+from core.features import batch_from_rows
+from service.exceptions import InvalidRequest, ServiceError, Unavailable
+from service.feedback_log import FileLog, LogUnavailable, decode_record
+from service.journal import Journal
+from service.kinds import Limits, build, plan
+from service.live import LiveModel
+from service.schemas import CreateModel
+
+
+def _live_with_log(tmp_path, **spec):
+    spec = CreateModel.model_validate(
+        {"name": "m", "kind": "dos", "params": {"rank": 1}, "input": {"n_features": 2}, **spec}
+    )
+    checked = plan(spec, Limits(1 << 20, 100, 50_000))
+    live = LiveModel("m", spec, checked, build(checked), metrics_window=10)
+    live.journal = Journal(FileLog(tmp_path, fsync="none"), "m", live.incarnation)
+    return live
+
+
+def logged(live):
+    return list(live.journal.log.read_after("m", None))
+
+
+def test_values_whose_norm_overflows_are_refused_before_the_log(tmp_path):
+    live = _live_with_log(tmp_path)
+    before = state_digest(live.estimator.get_state())
+    rows = [(np.array([0, 1]), np.array([1.0, 2.0])), (np.array([0]), np.array([1e200]))]
+    with pytest.raises(ServiceError) as refused:
+        live.learn(batch_from_rows(rows), np.array([1, 0]))
+    assert isinstance(refused.value, InvalidRequest) and "row 1" in refused.value.message
+    assert logged(live) == []
+    assert state_digest(live.estimator.get_state()) == before and live.version == 0
+
+
+def test_a_refused_update_is_replayed_the_same_way(tmp_path):
+    """A score that overflows float64 is refused by the model after the record is logged: the
+    request gets a 422, and replaying the log reproduces the same state and version."""
+    live = _live_with_log(tmp_path)
+    state = live.estimator.get_state()
+    for name in ("live.U_", "live.V_"):
+        state["arrays"][name] = np.array([[1e160, 0.0, 0.0]]) * (name == "live.U_")
+    live.estimator.set_state(state)
+    rows = [(np.array([0, 1]), np.array([1.0, 1.0]))]
+    with pytest.raises(ServiceError) as refused:
+        live.learn(batch_from_rows(rows), np.array([0]))
+    assert refused.value.code == "unlearnable_example"
+    live.learn(batch_from_rows([(np.array([1]), np.array([0.5]))]), np.array([1]))
+    replayed = _live_with_log(tmp_path)
+    replayed.estimator.set_state(state)
+    assert replayed.replay(logged(replayed)) == 2
+    assert replayed.version == live.version == 2
+    assert state_digest(replayed.estimator.get_state()) == state_digest(live.estimator.get_state())
+
+
+def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
+    """``LiveModel.learn_group``: the records of the valid items go to the log in one append
+    before any is learned; each item gets its own outcome (an overflowing one its 422, the
+    others their consecutive versions), and the model ends as if they were learned one by
+    one. A refused group append answers 503 to each valid item and learns nothing."""
+    live = _live_with_log(tmp_path / "a")
+    ok = batch_from_rows([(np.array([0]), np.array([1.0]))]), np.array([1])
+    other = batch_from_rows([(np.array([1]), np.array([-2.0]))]), np.array([0])
+    huge = batch_from_rows([(np.array([0, 1]), np.array([1e200, 1.0]))]), np.array([0])
+    appends = []
+    original = live.journal.log.append_many
+
+    def counted(model, records, incarnation=None):
+        appends.append(len(records))
+        return original(model, records, incarnation)
+
+    monkeypatch.setattr(live.journal.log, "append_many", counted)
+    outcomes, position = live.learn_group([ok, huge, other])
+    assert appends == [2] and position == 2 and live.log_position == 2
+    assert isinstance(outcomes[1], InvalidRequest)
+    assert not outcomes[1].applied
+    assert [outcomes[0]["version"], outcomes[2]["version"]] == [1, 2]
+    assert live.n_learned == 2 and live.records_since_snapshot == 2
+    reference = _live_with_log(tmp_path / "b")
+    for item in (ok, other):
+        reference.learn(*item)
+    assert state_digest(live.estimator.get_state()) == state_digest(reference.estimator.get_state())
+    records = [decode_record(r)[:2] for _, r in logged(live)]
+    assert [(b.values.tolist(), t.tolist()) for b, t in records] == [
+        (item[0].values.tolist(), item[1].tolist()) for item in (ok, other)
+    ]
+
+    def broken(model, records, incarnation=None):
+        raise LogUnavailable("disk gone")
+
+    monkeypatch.setattr(live.journal.log, "append_many", broken)
+    refused, position = live.learn_group([ok, other])
+    assert position is None  # nothing to make durable
+    assert all(isinstance(e, Unavailable) for e in refused)
+    assert [(e.code, e.applied) for e in refused] == [("log_unavailable", False)] * 2
+    assert live.n_learned == 2 and live.version == 2
