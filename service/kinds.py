@@ -164,7 +164,7 @@ KINDS: dict[str, Kind] = {
                     ),
                     "optimizer": (Options(("ftrl", "ogd")), "FTRL-Proximal or OGD"),
                     "alpha": (Real(0.0, 1e6, low_open=True), "learning rate"),
-                    "beta": (Real(0.0, 1e6), "FTRL's learning-rate smoothing"),
+                    "beta": (Real(0.0, 1e6, low_open=True), "FTRL's learning-rate smoothing"),
                     "l1": (Real(0.0, 1e6), "L1 penalty"),
                     "l2": (Real(0.0, 1e6), "L2 penalty"),
                     "separation": (
@@ -229,7 +229,10 @@ KINDS: dict[str, Kind] = {
             _params(
                 EllipsoidPerceptron,
                 {
-                    "rho": (Real(0.0, 1.0, low_open=True), "margin below which to give up"),
+                    "rho": (
+                        Real(0.0, 1.0, low_open=True, high_open=True),
+                        "margin below which to give up",
+                    ),
                     "on_unseparable": (
                         Options(("reset", "freeze")),
                         "after an unseparable verdict",
@@ -251,14 +254,14 @@ KINDS: dict[str, Kind] = {
                         AnyOf(
                             (
                                 Options(("ellipsoid", "dunagan-vempala")),
-                                Real(0.0, 1e6, low_open=True),
+                                Real(1.0, 1e3),
                             )
                         ),
-                        "ellipsoid, dunagan-vempala or the dilation coefficient",
+                        "ellipsoid, dunagan-vempala or the dilation coefficient (1: no dilation)",
                     ),
                     "step": (nullable(Real(0.0, 1e6, low_open=True)), "initial step"),
                     "step_growth": (
-                        nullable(Real(0.0, 1e6, low_open=True)),
+                        nullable(Real(0.0, 10.0, low_open=True)),
                         "factor of the step per update",
                     ),
                     "fit_intercept": (Boolean(), "learn a bias"),

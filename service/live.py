@@ -243,6 +243,8 @@ class LiveModel:
         the same refusal at the same row, so recovery stays exact."""
         try:
             learned = self.family.learn(self.estimator, batch, targets, self.window)
+            if not np.all(np.isfinite(learned.losses)):
+                raise ValueError("a loss overflows float64")
         except ValueError as error:
             self.version += 1
             raise InvalidRequest(

@@ -56,24 +56,29 @@ class Integer(Constraint):
 
 @dataclass(frozen=True)
 class Real(Constraint):
-    """Finite numbers between ``low`` and ``high``; ``low_open`` excludes ``low``."""
+    """Finite numbers between ``low`` and ``high``; ``low_open`` / ``high_open`` exclude
+    the bound."""
 
     low: float
     high: float
     low_open: bool = False
+    high_open: bool = False
 
     def accepts(self, value) -> bool:
         if not _is_real(value) or not math.isfinite(value):
             return False
         above = value > self.low if self.low_open else value >= self.low
-        return above and value <= self.high
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
 
     def describe(self) -> str:
-        return f"a number in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"a number in {left}{self.low:g}, {self.high:g}{right}"
 
     def schema(self) -> dict:
-        bound = "exclusiveMinimum" if self.low_open else "minimum"
-        return {"type": "number", bound: self.low, "maximum": self.high}
+        low = "exclusiveMinimum" if self.low_open else "minimum"
+        high = "exclusiveMaximum" if self.high_open else "maximum"
+        return {"type": "number", low: self.low, high: self.high}
 
 
 @dataclass(frozen=True)

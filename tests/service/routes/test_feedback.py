@@ -1,12 +1,14 @@
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from core.averaging import Averaged
 from core.base import state_digest
 from core.dos import DoSClassifier
 from core.multiclass import OneVsOne
 from service.feedback_log import LogUnavailable
-from tests.service.conftest import create
+from service.main import create_app
+from tests.service.conftest import create, wait_for
 
 
 @pytest.fixture(params=[True, False], ids=["fast_path", "fastapi_routes"])
@@ -164,6 +166,49 @@ def test_expired_and_duplicate_prediction_ids(client):
     metrics = client.get("/metrics").text
     assert 'lorentztron_prediction_id_misses_total{reason="expired"} 1.0' in metrics
     assert "lorentztron_prediction_ids_expired_total 1.0" in metrics
+
+
+def test_expired_ids_are_told_apart_after_the_sweep(settings):
+    """An id the worker's sweep has already dropped still answers expired_prediction_id
+    (for ``prediction_ttl`` seconds after expiry), not unknown_prediction_id."""
+    with TestClient(create_app(settings.model_copy(update={"prediction_ttl": 0.3}))) as client:
+        create(client)
+        pid = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 2, 3]}]})
+        pid = pid.json()["predictions"][0]["prediction_id"]
+        wait_for(lambda: len(client.app.state.components.cache) == 0)  # swept
+        answer = client.post(
+            "/v1/models/m/feedback", json={"examples": [{"prediction_id": pid, "label": 1}]}
+        )
+        assert answer.json()["error"]["code"] == "expired_prediction_id"
+        unknown = client.post(
+            "/v1/models/m/feedback", json={"examples": [{"prediction_id": "f" * 32, "label": 1}]}
+        )
+        assert unknown.json()["error"]["code"] == "unknown_prediction_id"
+
+
+def test_labels_and_values_must_be_numbers_a_float64_holds(client):
+    """A regression label too large for a float64, strings and booleans where numbers go:
+    422 with a message, nothing learned (they were a 500 or were learned as numbers)."""
+    create(client, name="r", kind="pqr", params={"task": "regression"})
+    create(client, name="c")
+    big = b"1" + b"0" * 400  # an integer no float64 holds
+    cases = [
+        ("r", "application/json", b'{"examples": [{"x": [1, 2, 3], "label": ' + big + b"}]}"),
+        ("r", "application/x-ndjson", b'{"x": [1, 2, 3], "label": ' + big + b"}"),
+        ("r", "application/json", b'{"examples": [{"x": [1, 2, 3], "label": 1e400}]}'),
+        ("c", "application/json", b'{"examples": [{"x": ["1", "1", "1"], "label": 1}]}'),
+        ("c", "application/json", b'{"examples": [{"x": [true, 1, 1], "label": 1}]}'),
+        ("c", "application/x-ndjson", b'{"x": ["1", "1", "1"], "label": 1}'),
+        ("c", "application/json", b'{"examples": [{"features": {"a": ' + big + b'}, "label": 1}]}'),
+    ]
+    for name, content_type, body in cases:
+        response = client.post(
+            f"/v1/models/{name}/feedback", content=body, headers={"content-type": content_type}
+        )
+        assert response.status_code == 422, (body[:60], response.text)
+        assert response.json()["error"]["code"] in ("invalid_input", "invalid_label")
+    for name in ("r", "c"):
+        assert client.get(f"/v1/models/{name}").json()["examples_learned"] == 0
 
 
 def test_prediction_ids_of_another_model_are_refused(client):

@@ -1,3 +1,5 @@
+import time
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -129,3 +131,53 @@ def test_reads_open_when_only_write_keys(tmp_path):
             ).status_code
             == 401
         )
+
+
+def test_parameters_that_would_make_a_model_unusable_are_refused(client):
+    """init_scale 1e308 used to give a 201, then a 500 on predict and feedback refused
+    as unlearnable (a version bumped for nothing): every parameter has a declared range."""
+    for kind, params in (
+        ("dos", {"init_scale": 1e308}),
+        ("mofm", {"learning_rate": 1e300}),
+        ("shor-perceptron", {"step_growth": 1e6}),
+        ("shor-perceptron", {"dilation": 1e-12}),
+    ):
+        body = {"name": "m", "kind": kind, "input": {"n_features": 5}, "params": params}
+        response = client.post("/v1/models", json=body)
+        assert response.status_code == 422, (kind, params, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_params" and next(iter(params)) in error["message"]
+    assert client.get("/v1/models").json()["models"] == []
+
+
+def test_every_limit_is_checked_before_anything_is_built(tmp_path):
+    """A create that passes no limit answers within a second, and allocates nothing: the
+    number of binary models of a reduction, the (n+1) x (n+1) matrices of the quadratic
+    kinds, a refit window's slots, the number of models."""
+    settings = Settings(snapshot_dir=tmp_path, snapshot_interval=3600, max_models=1)
+    with TestClient(create_app(settings)) as client:
+        refused = [
+            {"kind": "dos", "params": {"rank": 1}, "classes": list(range(1000))},
+            {"kind": "ellipsoid-perceptron", "input": {"n_features": 50_000}},
+            {"kind": "mofm", "classes": [0, 1], "params": {"reservoir_size": 10**12}},
+        ]
+        for spec in refused:
+            body = {"name": "m", "input": {"n_features": 3}, **spec}
+            started = time.perf_counter()
+            response = client.post("/v1/models", json=body)
+            assert time.perf_counter() - started < 1.0
+            assert response.status_code == 422, response.text
+            assert response.json()["error"]["code"] in ("model_too_large", "invalid_params")
+        create(client, name="one")
+        started = time.perf_counter()
+        full = client.post(
+            "/v1/models",
+            json={
+                "name": "two",
+                "kind": "dos",
+                "input": {"n_features": 3},
+                "classes": list(range(90)),
+            },
+        )
+        assert full.status_code == 409 and full.json()["error"]["code"] == "too_many_models"
+        assert time.perf_counter() - started < 0.5  # refused before 4005 models were built

@@ -69,3 +69,68 @@ def test_named_features_on_hashed_input(client):
     prediction = client.post("/v1/models/h/predict", json={"instances": [example]}).json()
     assert prediction["predictions"][0]["label"] == "spam"
     assert prediction["predictions"][0]["score"] > 0
+
+
+OVERFLOWING = [
+    [1e200, 0.0, 0.0, 0.0, 0.0],  # its squared norm overflows
+    [1.3e154, 0.0, 0.0, 0.0, 0.0],  # its squared norm does not, the scores do
+    [1.3e154, 1.3e154, 1.3e154, 1.3e154, 1.3e154],
+]
+EVERY_KIND = [
+    ("dos", {}),
+    ("dos", {"averaging": {"interval": 2}}),
+    ("dos", {"classes": ["a", "b", "c"]}),
+    ("linear-pa", {}),
+    ("pqr", {}),
+    ("pqr", {"params": {"task": "regression"}}),
+    ("mofm", {"classes": ["a", "b", "c"]}),
+    ("mofm", {"classes": [1, 2, 3], "multiclass": "ordinal"}),
+    ("perceptron", {}),
+    ("ellipsoid-perceptron", {}),
+    ("shor-perceptron", {}),
+    ("ellipsoidal", {}),
+]
+
+
+@pytest.mark.parametrize(("kind", "extra"), EVERY_KIND)
+def test_scores_that_overflow_are_a_422_for_every_kind_and_variant(client, kind, extra):
+    """Values whose score overflows float64 are refused with a clear 422, never a 500
+    (a JSON body cannot carry inf or NaN), before or after the model has learned."""
+    create(client, kind=kind, n_features=5, **extra)
+    classes = extra.get("classes", [-1, 1])
+    rng = np.random.default_rng(0)
+    examples = [
+        {"x": rng.standard_normal(5).tolist(), "label": classes[i % len(classes)]} for i in range(6)
+    ]
+    if extra.get("params", {}).get("task") == "regression":
+        examples = [{**e, "label": 0.5} for e in examples]
+    variants = ("live", "averaged") if "averaging" in extra else ("live",)
+    for learned in (False, True):
+        if learned:
+            response = client.post("/v1/models/m/feedback", json={"examples": examples})
+            assert response.status_code == 200, response.text
+        for variant in variants:
+            for x in OVERFLOWING:
+                response = client.post(
+                    f"/v1/models/m/predict?variant={variant}", json={"instances": [{"x": x}]}
+                )
+                assert response.status_code in (200, 422), response.text
+                if x[0] == 1e200:  # refused by every kind: no model can score it
+                    assert response.status_code == 422
+                if response.status_code == 422:
+                    error = response.json()["error"]
+                    assert error["code"] == "invalid_input" and "overflow" in error["message"]
+
+
+def test_strings_and_booleans_are_not_numbers(client):
+    create(client, n_features=5)
+    for instance in (
+        {"x": ["1", "1", "1", "1", "1"]},
+        {"x": [True, 1, 1, 1, 1]},
+        {"indices": [0], "values": ["1"]},
+        {"indices": ["0"], "values": [1.0]},
+        {"indices": [True], "values": [1.0]},
+    ):
+        response = client.post("/v1/models/m/predict", json={"instances": [instance]})
+        assert response.status_code == 422, instance
+        assert response.json()["error"]["code"] == "invalid_input"
