@@ -23,6 +23,7 @@ from core.linear import LinearPA
 from service.config import Settings
 from service.main import create_app
 from tests.service.conftest import free_port
+from tests.service.server import ServiceProcess
 
 
 class ServerThread:
@@ -233,3 +234,47 @@ def test_snapshot_kill_restart_gives_identical_predictions(tmp_path, store, requ
         assert [p["score"] for p in after[variant]["predictions"]] == [
             p["score"] for p in before[variant]["predictions"]
         ]
+
+
+@pytest.mark.parametrize("store", ["local", "redis"])
+def test_a_restart_continues_the_models_story(tmp_path, store, request):
+    """Counters, progressive metrics (cumulative and recent) and the creation time survive
+    a SIGTERM (final snapshot) and a SIGKILL (snapshot + log replay) alike; only the count
+    of predictions made since the last snapshot is lost to a SIGKILL."""
+    env = {"LORENTZTRON_SNAPSHOT_INTERVAL": "3600", "LORENTZTRON_METRICS_WINDOW": "25"}
+    if store == "redis":
+        env["LORENTZTRON_REDIS_URL"] = request.getfixturevalue("redis_server").url
+    else:
+        env["LORENTZTRON_SNAPSHOT_DIR"] = str(tmp_path / "snapshots")
+    service = ServiceProcess(env).start()
+    spec = {"name": "m", "kind": "dos", "params": {"rank": 2}, "input": {"n_features": 4}}
+    rng = np.random.default_rng(2)
+    story = ("examples_learned", "aggressive_updates", "metrics", "created_at", "version")
+    try:
+        assert httpx.post(f"{service.url}/v1/models", json=spec).status_code == 201
+        for _ in range(4):
+            examples = [
+                {"x": rng.standard_normal(4).tolist(), "label": int(rng.choice([-1, 1]))}
+                for _ in range(15)
+            ]
+            answer = httpx.post(f"{service.url}/v1/models/m/feedback", json={"examples": examples})
+            assert answer.status_code == 200
+        httpx.post(f"{service.url}/v1/models/m/predict", json={"instances": [{"x": [1, 2, 3, 4]}]})
+        before = httpx.get(f"{service.url}/v1/models/m").json()
+        assert before["examples_learned"] == 60 and before["metrics"]["recent_examples"] == 25
+        service.stop()  # SIGTERM: the final snapshot holds everything
+        service.start()
+        after = httpx.get(f"{service.url}/v1/models/m").json()
+        assert {k: after[k] for k in (*story, "predictions")} == {
+            k: before[k] for k in (*story, "predictions")
+        }
+        more = [{"x": rng.standard_normal(4).tolist(), "label": 1} for _ in range(5)]
+        assert httpx.post(f"{service.url}/v1/models/m/feedback", json={"examples": more}).is_success
+        before = httpx.get(f"{service.url}/v1/models/m").json()
+        service.kill()  # SIGKILL: the snapshot, then the log replayed after it
+        service.start()
+        after = httpx.get(f"{service.url}/v1/models/m").json()
+        assert {k: after[k] for k in story} == {k: before[k] for k in story}
+        assert after["examples_learned"] == 65
+    finally:
+        service.stop()

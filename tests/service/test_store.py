@@ -85,3 +85,51 @@ def test_redis_store_unreachable_fails_fast():
     store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
     with pytest.raises(redis.ConnectionError):
         store.ping()
+
+
+def test_redis_writes_of_a_deleted_incarnation_are_refused(redis_server):
+    """A process that has not yet seen a deletion (another api replica, a learner about to
+    publish) can neither snapshot nor log into the deleted model, nor into the model
+    created again under its name; a Redis that lost its data is written again."""
+    from service.feedback_log import ModelGone, RedisLog
+    from service.store import IncarnationGone
+
+    store = RedisStore(redis_server.url, prefix="t")
+    log = RedisLog(store.client, prefix="t")
+    blob = bytes(encode("m", 0, {}, DoSClassifier(n_features=2, rank=1).get_state()))
+    store.save("m", 0, blob, retention=3, incarnation="first", create=True)
+    assert log.append_many("m", [b"r1"], "first")
+    store.save("m", 1, blob, retention=3, incarnation="first")
+    store.mark_deleting("m")
+    assert store.models() == []  # deleting: not listed for restore or discovery
+    store.delete("m")
+    log.delete("m")
+    store.clear_deleting("m")
+    with pytest.raises(IncarnationGone):
+        store.save("m", 2, blob, retention=3, incarnation="first")
+    with pytest.raises(ModelGone):
+        log.append_many("m", [b"late"], "first")
+    assert store.models() == [] and log.length("m") == 0
+    store.save("m", 0, blob, retention=3, incarnation="second", create=True)
+    with pytest.raises(IncarnationGone):
+        store.save("m", 5, blob, retention=3, incarnation="first")
+    with pytest.raises(ModelGone):
+        log.append_many("m", [b"late"], "first")
+    assert log.append_many("m", [b"r"], "second") and store.incarnation("m") == "second"
+    store.client.flushall()  # Redis lost everything: the live incarnation writes it again
+    store.save("m", 1, blob, retention=3, incarnation="second")
+    assert store.incarnation("m") == "second" and store.models() == ["m"]
+    store.client.delete(store.keys.incarnation("m"))
+    assert log.append_many("m", [b"r"], "second") and store.incarnation("m") == "second"
+    store.close()
+
+
+def test_local_tombstones(tmp_path):
+    store = LocalStore(tmp_path)
+    blob = bytes(encode("m", 0, {}, DoSClassifier(n_features=2, rank=1).get_state()))
+    store.save("m", 0, blob, retention=3)
+    store.mark_deleting("m")
+    assert store.deleting() == ["m"] and store.models() == []
+    store.delete("m")
+    store.clear_deleting("m")
+    assert store.deleting() == [] and not (tmp_path / "m").exists()
