@@ -9,6 +9,7 @@ oversized bodies) get the same envelope. FastAPI's exception handlers
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import compile_path
 
 from service.exceptions import (
     CODES,
@@ -152,9 +154,27 @@ def json_response(response: ErrorResponse) -> JSONResponse:
     return JSONResponse(body, status, headers=headers)
 
 
+def method_table(routes) -> list[tuple[re.Pattern, frozenset[str]]]:
+    """(path regex, methods) of routes (APIRoute / Route objects), for a 405's ``Allow``."""
+    return [
+        (compile_path(route.path)[0], frozenset(route.methods))
+        for route in routes
+        if getattr(route, "methods", None)
+    ]
+
+
+def allowed_methods(table, path: str) -> list[str]:
+    """Every method the routes take on ``path``."""
+    return sorted({m for regex, methods in table if regex.match(path) for m in methods})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def handler(request: Request, error: Exception):
-        return json_response(error_response(error))
+        status, body, headers = error_response(error)
+        if status == 405:  # every method of the path, not only the first route's
+            table = request.app.state.methods
+            headers = {"Allow": ", ".join(allowed_methods(table, request.url.path))}
+        return json_response((status, body, headers))
 
     for kind in (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect):
         app.add_exception_handler(kind, handler)

@@ -113,6 +113,14 @@ def _quadratic(n: int, params: dict, m: int) -> int:
     return (n + 1) * (n + 2)
 
 
+def _ellipsoidal(n: int, params: dict, m: int) -> int:
+    """The SDP's (d+1) x (d+1) solution, the Gram-Schmidt pivots (d x n) and the window
+    made dense for each fit (its size x n)."""
+    d = params["n_components"] or n
+    pivots = d * n if params["n_components"] else 0
+    return (d + 2) ** 2 + pivots + params["reservoir_size"] * n
+
+
 KINDS: dict[str, Kind] = {
     kind.name: kind
     for kind in (
@@ -296,7 +304,7 @@ KINDS: dict[str, Kind] = {
                 ),
                 **_reservoir(500, 100, minimum_refit_every=1),
             },
-            lambda n, p, m: (p["n_components"] or n) ** 2 + 4 * (p["n_components"] or n) + 4,
+            _ellipsoidal,
             own=frozenset({"reservoir_size", "reservoir_policy", "reservoir_refit_every"}),
             family="batch",
         ),

@@ -15,7 +15,7 @@ from core import __version__
 from service.cache import PredictionCache
 from service.config import Settings, get_settings
 from service.deps import Components
-from service.errors import install_error_handlers
+from service.errors import install_error_handlers, method_table
 from service.fastpath import FastPath
 from service.feedback_log import FileLog, RedisLog
 from service.history import History
@@ -184,9 +184,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = lambda: build_openapi(app)
     install_error_handlers(app)
 
-    for router in (health.router, models.router, predict.router, feedback.router, snapshots.router):
+    routers = (health.router, models.router, predict.router, feedback.router, snapshots.router)
+    for router in (*routers, status.router):
         app.include_router(router)
-    app.include_router(status.router)
+    app.state.methods = method_table(
+        [*app.routes, *(route for router in (*routers, status.router) for route in router.routes)]
+    )
     if settings.fast_path:  # inside ServiceMiddleware, in front of FastAPI's router
         app.add_middleware(FastPath)
     app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)

@@ -80,26 +80,30 @@ def create_model_schema(base: dict) -> dict:
                 del props["averaging"]
             if kind.family != "multi-output":
                 props["multiclass"] = {**props["multiclass"], "enum": ["ovo", "ovr"]}
+            classes = _unique(props["classes"])
             if kind.family == "batch":
-                props["classes"] = {**props["classes"], "minItems": 2, "maxItems": 2}
+                classes = {**classes, "minItems": 2, "maxItems": 2}
+            props["classes"] = {"anyOf": [classes, {"type": "null"}], "default": None}
             if task is not None:
                 task_schema = params["properties"]["task"]
                 params["properties"]["task"] = {**task_schema, "enum": [task]}
                 if task == "regression":
                     params["required"] = ["task"]
                     del props["classes"]
-            props["classes"] = _unique(props.get("classes"))
-            if props["classes"] is None:
-                del props["classes"]
             variants.append(variant)
     return {"title": "CreateModel", "description": base.get("description"), "oneOf": variants}
 
 
-def _unique(classes: dict | None) -> dict | None:
-    if classes is None:
-        return None
+def _unique(classes: dict) -> dict:
+    """The classes' array schema (its null branch aside), with distinct items."""
     branches = [b for b in classes.pop("anyOf", [classes]) if b.get("type") != "null"]
     return {**classes, **branches[0], "uniqueItems": True}
+
+
+_ERROR_422 = {
+    "description": "Unprocessable Content: `invalid_input`",
+    "content": {"application/json": {"schema": {"$ref": REF.format(model="ErrorResponse")}}},
+}
 
 
 def build_openapi(app: FastAPI) -> dict:
@@ -113,6 +117,11 @@ def build_openapi(app: FastAPI) -> dict:
     _, defs = models_json_schema([(m, "validation") for m in BODIES], ref_template=REF)
     components.update(defs.get("$defs", {}))
     components["CreateModel"] = create_model_schema(components["CreateModel"])
+    for path in schema["paths"].values():  # FastAPI's 422 of path parameters
+        for operation in path.values():
+            answer = operation.get("responses", {}).get("422")
+            if answer and "HTTPValidationError" in str(answer):
+                operation["responses"]["422"] = copy.deepcopy(_ERROR_422)
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     app.openapi_schema = schema

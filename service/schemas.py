@@ -17,6 +17,13 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _no_nulls(model: BaseModel, fields) -> None:
+    """Absent means "not this form"; an explicit null is refused, as the schema says."""
+    for name in fields:
+        if name in model.model_fields_set and getattr(model, name) is None:
+            raise ValueError(f"{name} must not be null (leave it out)")
+
+
 def _exactly_one_form(*forms: tuple[str, ...]):
     """JSON Schema: the object holds the fields of exactly one of ``forms`` (and none of
     the others'), as the model validator requires."""
@@ -52,6 +59,7 @@ class InputSpec(Strict):
 
     @model_validator(mode="after")
     def _one_of(self):
+        _no_nulls(self, ("n_features", "hashed"))
         if (self.n_features is None) == (self.hashed is None):
             raise ValueError("give exactly one of n_features and hashed")
         return self
@@ -152,6 +160,7 @@ class Instance(Strict):
 
     @model_validator(mode="after")
     def _one_form(self):
+        _no_nulls(self, ("x", "indices", "values", "features"))
         forms = [
             self.x is not None,
             self.indices is not None or self.values is not None,
@@ -205,6 +214,7 @@ class Example(Instance):
 
     @model_validator(mode="after")
     def _one_form(self):
+        _no_nulls(self, ("prediction_id",))
         if self.prediction_id is not None:
             if any(v is not None for v in (self.x, self.indices, self.values, self.features)):
                 raise ValueError("give either prediction_id or the features, not both")

@@ -36,7 +36,16 @@ def readyz(app: App) -> Response:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text format",
+            "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
+        }
+    },
+)
 def metrics(app: App) -> Response:
     """Prometheus metrics."""
     app.metrics.observe_cache(app.cache)
