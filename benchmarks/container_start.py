@@ -27,13 +27,12 @@ import uuid
 from datetime import date
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.markdown import replace_section  # noqa: E402
+from benchmarks.service_durability import wait_ready  # noqa: E402
 from tests.deploy.containers.engine import Engine  # noqa: E402
 from tests.deploy.containers.images import base_image, service_image  # noqa: E402
 from tests.service.conftest import free_port  # noqa: E402
@@ -41,19 +40,12 @@ from tests.service.conftest import free_port  # noqa: E402
 HEADER = "# The container deployment\n"
 
 
-def _ready_after(engine: Engine, command: list[str], url: str, timeout: float = 300) -> float:
+def _ready_after(engine: Engine, command: list[str], url: str) -> float:
     """Seconds from running ``docker COMMAND`` to the first 200 of ``/readyz``."""
-    started = time.perf_counter()
+    started = time.monotonic()
     engine.docker(*command)
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return time.perf_counter() - started
-        except httpx.HTTPError:
-            pass
-        if time.perf_counter() - started > timeout:
-            raise TimeoutError(f"no /readyz after {timeout} s")
-        time.sleep(0.02)
+    wait_ready(url, timeout=300)
+    return time.monotonic() - started
 
 
 def measure(engine: Engine, image: str, runs: int) -> dict:

@@ -46,6 +46,7 @@ def _run(command: list[str], env: dict[str, str], timeout: float, check: bool, s
     if check and result.returncode != 0:
         raise CommandFailed(
             f"{' '.join(command[:4])} ... exited with {result.returncode}:\n"
+            + result.stdout.decode(errors="replace")[-3000:]
             + result.stderr.decode(errors="replace")[-3000:]
         )
     return result

@@ -121,15 +121,13 @@ def base_image(engine: Engine, workdir: Path) -> str:
 def standin_image(engine: Engine, what: str, base: str) -> str:
     """``standins/<what>`` built on ``base`` (the engine's cache makes a rebuild instant)."""
     name = f"{STANDIN}/{what}:{SUITE}-{base.rpartition('-')[2]}"  # tied to the base
-    engine.docker("build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "-t", name,
-                  str(STANDINS / what))  # fmt: skip
+    engine.docker("build", "--build-arg", f"BASE_IMAGE={base}", "-t", name, str(STANDINS / what))
     return name
 
 
 def service_image(engine: Engine, base: str) -> str:
     """The project's Dockerfile as written, on ``base``."""
-    engine.docker("build", "--quiet", "--build-arg", f"PYTHON_IMAGE={base}", "-t", SERVICE_BUILD,
-                  str(ROOT))  # fmt: skip
+    engine.docker("build", "--build-arg", f"PYTHON_IMAGE={base}", "-t", SERVICE_BUILD, str(ROOT))
     return SERVICE_BUILD
 
 
