@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
-.PHONY: setup system-deps test serve lint format bench reproduce clean
+.PHONY: setup system-deps test test-deploy serve lint format bench reproduce clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
+
+# The container deployment for real (tests/deploy/containers, docs/deployment.md): installs
+# Debian's docker.io and debootstrap when missing, starts dockerd when none runs (and stops
+# it after), builds the images, brings the compose stack up, checks it and removes it.
+$(VENV)/.deploy: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,deploy]'
+	touch $(VENV)/.deploy
+
+test-deploy: $(VENV)/.deploy
+	$(BIN)/python -m pytest -q -m container tests/deploy/containers
 
 serve: $(STAMP)
 	$(BIN)/lorentztron serve
