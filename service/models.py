@@ -26,7 +26,7 @@ from service.journal import Journal
 from service.kinds import Limits, build, plan
 from service.live import LiveModel
 from service.registry import Registry
-from service.schemas import CreateModel
+from service.schemas import CreateModel, spec_from_json
 from service.snapshots import SnapshotWriter
 from service.store import SnapshotError, SnapshotMeta, decode
 
@@ -195,7 +195,7 @@ class Models:
                 raise Unavailable(
                     "store_unavailable", f"the snapshot store is unavailable: {error}"
                 ) from None
-            if header["spec"] != live.spec.model_dump(mode="json"):
+            if spec_from_json(header["spec"]) != live.spec:
                 raise Conflict(
                     "snapshot_mismatch",
                     "the snapshot was taken from a model with another configuration",
@@ -242,7 +242,7 @@ class Models:
         role serves the snapshot); None (logged) if it cannot be restored."""
         try:
             header, state = decode(self.store.load(name))
-            spec = CreateModel.model_validate(header["spec"])
+            spec = spec_from_json(header["spec"])
             checked = plan(spec, self._restore_limits)
             live = LiveModel(name, spec, checked, build(checked), self.settings.metrics_window)
             live.load_state(state)

@@ -317,3 +317,19 @@ class ErrorResponse(BaseModel):
     """Every error answer."""
 
     error: ErrorDetail
+
+
+def spec_to_json(spec: CreateModel) -> dict:
+    """A create request as snapshots keep it (absent fields left out)."""
+    return _without_nulls(spec.model_dump(mode="json"))
+
+
+def spec_from_json(data: dict) -> CreateModel:
+    """A create request from a snapshot (older snapshots wrote absent fields as null)."""
+    return CreateModel.model_validate(_without_nulls(data))
+
+
+def _without_nulls(value):
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value

@@ -8,6 +8,7 @@ import time
 
 from service.capture import Capture
 from service.live import LiveModel
+from service.schemas import spec_to_json
 from service.store import SnapshotMeta, encode
 
 log = logging.getLogger("lorentztron.worker")
@@ -25,7 +26,7 @@ class SnapshotWriter:
         return encode(
             live.name,
             capture.version,
-            live.spec.model_dump(mode="json"),
+            spec_to_json(live.spec),
             capture.state,
             log_position=capture.log_position,
         )
