@@ -94,7 +94,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.markdown import replace_section  # noqa: E402
 from core.datasets import data_dir, load_svmlight  # noqa: E402
 from core.kernels.mofm import LOSSES  # noqa: E402
-from core.mofm import MultiOutputPN, _Problem, batch_loss_grad, select_basis  # noqa: E402
+from core.mofm import MultiOutputPN, Problem, batch_loss_grad, select_basis  # noqa: E402
 
 #: the results of the repeated-split study's other splits, beside ``reproduce_mofm.json``
 SPLITS_FILE = "reproduce_mofm_splits.json.gz"
@@ -383,7 +383,7 @@ def job_figure2(spec: Spec, quick: bool, iterations: int, tau0: float):
     T = np.eye(m)[np.searchsorted(classes, ytr)]
     from core.features import as_batch
 
-    problem = _Problem(as_batch(Xtr, spec.n_features), spec.n_features, T, 0, 0, "dense")
+    problem = Problem(as_batch(Xtr, spec.n_features), spec.n_features, T, 0, 0, "dense")
     Z = np.hstack([Xtr, np.ones((len(Xtr), 1))])
     data_directions = Z / np.linalg.norm(Z, axis=1, keepdims=True)
     rng = np.random.default_rng(0)

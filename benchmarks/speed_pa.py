@@ -69,12 +69,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.markdown import replace_section  # noqa: E402
-from core.base import check_binary_label  # noqa: E402
 from core.datasets import load_mnist_test  # noqa: E402
 from core.dos import DoSClassifier  # noqa: E402
 from core.features import as_batch, as_row, sparse_row  # noqa: E402
 from core.kernels.dos import _dos_learn_batch, _dos_score, _dos_step  # noqa: E402
 from core.kernels.linear import _linear_learn_batch, _linear_step  # noqa: E402
+from core.labels import check_binary_label  # noqa: E402
 from core.linear import LinearPA  # noqa: E402
 
 BEGIN = "<!-- speed_pa:begin -->"

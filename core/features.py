@@ -48,6 +48,7 @@ from core.kernels.features import (
     _features_first_overflow,
     _features_sum_of_squares,
 )
+from core.validation import check_n_features
 
 Row = tuple[np.ndarray, np.ndarray]
 
@@ -70,15 +71,6 @@ class CSRBatch:
     def row(self, i: int) -> Row:
         start, stop = self.indptr[i], self.indptr[i + 1]
         return self.indices[start:stop], self.values[start:stop]
-
-
-def check_n_features(n_features: int) -> int:
-    """Validate a feature count (a positive int)."""
-    if isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
-        raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
-    if n_features < 1:
-        raise ValueError(f"n_features must be a positive integer, got {n_features}")
-    return int(n_features)
 
 
 @lru_cache(maxsize=64)

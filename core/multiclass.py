@@ -15,47 +15,18 @@ float64) is checked before the first sub-model learns, so a bad example changes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, check_classes
+from core.base import BinaryClassifier, Estimator, Step, Steps
 from core.config import INDEX
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
+from core.labels import LabelMap
 
-Label = int | str
+__all__ = ["OneVsOne", "OneVsRest", "OrdinalMcRank"]
 
-
-@dataclass(frozen=True)
-class MulticlassStep:
-    """What one multiclass ``learn_one`` did.
-
-    ``predicted``: the label the model predicted before the update (progressive validation:
-    the paper's error rates on training examples); ``loss``: the sum of the hinge losses,
-    before the update, of the binary models that learned from the example (all of them for
-    one-vs-rest, the ``n_classes - 1`` pairs of the example's class for one-vs-one);
-    ``n_aggressive``: how many of those binary models made an aggressive update.
-    """
-
-    predicted: Label
-    loss: float
-    n_aggressive: int
-
-
-@dataclass(frozen=True)
-class MulticlassSteps:
-    """What one multiclass ``learn_many`` did, per example: ``losses`` (float, shape (n,))
-    and ``n_aggressive`` (int, shape (n,)) mean what they mean in :class:`MulticlassStep`,
-    and are bit-identical to the ``learn_one`` loop's.
-
-    There is no ``predicted``: one-vs-one learns a batch pair by pair, so the votes of the
-    pairs that do not learn from an example are never computed at that example's time. Call
-    ``predict_many`` before ``learn_many`` for the batch-start predictions, or ``learn_one``
-    for exact progressive validation.
-    """
-
-    losses: np.ndarray
-    n_aggressive: np.ndarray
+Label = Hashable
 
 
 class _Reduction:
@@ -76,14 +47,9 @@ class _Reduction:
             )
         if getattr(base, "task", "binary") != "binary":
             raise ValueError(f"base must be a binary classifier, got task={base.task!r}")
-        self.classes_ = check_classes(classes)
-        self._string_classes = isinstance(self.classes_[0], str)
-        self._index = {label: k for k, label in enumerate(self.classes_)}
-        self._labels = np.array(self.classes_, dtype=object if self._string_classes else INDEX)
-        # for vectorised label lookups: classes sorted, and their positions in classes_
-        self._sort = np.argsort(self._labels.astype(str) if self._string_classes else self._labels)
-        self._sorted = self._labels[self._sort].astype(str if self._string_classes else INDEX)
-        self._known = [c.item() if isinstance(c, np.generic) else c for c in self.classes_]
+        self._label_map = LabelMap(classes)
+        self.classes_ = self._label_map.classes
+        self._labels = self._label_map.array
         self.n_seen_ = 0
 
     @property
@@ -96,49 +62,11 @@ class _Reduction:
 
     # -- labels ------------------------------------------------------------------------
     def _class_index(self, y) -> int:
-        if self._string_classes:
-            valid_type = isinstance(y, str)
-        else:
-            valid_type = isinstance(y, int | np.integer) and not isinstance(y, bool)
-        k = self._index.get(y) if valid_type else None
-        if k is None:
-            raise ValueError(f"unknown label {y!r}: the known classes are {self._known}")
-        return k
+        return self._label_map.index(y)
 
     def _class_indices(self, y, n_rows: int) -> np.ndarray:
         """Class indices of a batch's labels: one known label per row."""
-        if isinstance(y, np.ndarray):
-            if y.ndim != 1:
-                raise ValueError(f"labels of a batch must be 1-D, got shape {y.shape}")
-        elif isinstance(y, str | bytes | dict):
-            raise ValueError("labels of a batch must be a sequence, one label per row")
-        else:
-            try:
-                y = list(y)
-            except TypeError:
-                raise ValueError(
-                    "labels of a batch must be a sequence, one label per row"
-                ) from None
-        if len(y) != n_rows:
-            raise ValueError(f"got {len(y)} labels for {n_rows} rows")
-        fast = isinstance(y, np.ndarray) and y.dtype.kind == ("U" if self._string_classes else "i")
-        if fast:
-            position = np.minimum(np.searchsorted(self._sorted, y), len(self._sorted) - 1)
-            unknown = np.flatnonzero(self._sorted[position] != y)
-            if unknown.size == 0:
-                return self._sort[position].astype(INDEX)
-            first = int(unknown[0])
-            raise ValueError(
-                f"label at row {first}: unknown label {y[first].item()!r}: "
-                f"the known classes are {self._known}"
-            )
-        indices = np.empty(n_rows, dtype=INDEX)
-        for i, label in enumerate(y):
-            try:
-                indices[i] = self._class_index(label)
-            except ValueError as error:
-                raise ValueError(f"label at row {i}: {error}") from None
-        return indices
+        return self._label_map.indices(y, n_rows)
 
     # -- prediction --------------------------------------------------------------------
     def _model_scores_row(self, indices, values) -> np.ndarray:
@@ -205,8 +133,8 @@ class OneVsOne(_Reduction, Estimator):
     ----------
     base : BinaryClassifier
         The binary model (labels -1/+1) cloned for every pair; it is not trained itself.
-    classes : list of int or list of str
-        At least two distinct labels, all ints or all strings; stored as given. Their order
+    classes : list
+        At least two distinct hashable labels (``core.labels``); stored as given. Their order
         fixes the pairs and breaks the last ties.
 
     Attributes
@@ -271,7 +199,9 @@ class OneVsOne(_Reduction, Estimator):
         return votes.reshape(shape).astype(INDEX), confidence.reshape(shape)
 
     def _winners(self, pair_scores: np.ndarray) -> np.ndarray:
-        votes, confidence = self._decide(pair_scores)
+        return self._winners_of(*self._decide(pair_scores))
+
+    def _winners_of(self, votes: np.ndarray, confidence: np.ndarray) -> np.ndarray:
         tied = votes == votes.max(axis=1, keepdims=True)
         # argmax returns the first maximum: the lowest class index among equal confidences
         winners = np.argmax(np.where(tied, confidence, -np.inf), axis=1)
@@ -307,14 +237,21 @@ class OneVsOne(_Reduction, Estimator):
         return _squash(votes, confidence)
 
     # -- learning --------------------------------------------------------------------------
-    def learn_one(self, x, y) -> MulticlassStep:
-        """Learn one example: the ``n_classes - 1`` pairs of its class update, the others not."""
+    def learn_one(self, x, y) -> Step:
+        """Learn one example: the ``n_classes - 1`` pairs of its class update, the others not.
+
+        Returns a :class:`core.base.Step` whose ``score`` is ``score_one(x)`` before the update,
+        ``predicted`` the class predicted then, ``loss`` the sum of the hinge losses of the
+        pairs that learned, and ``n_aggressive`` how many of them updated.
+        """
         target = self._class_index(y)
         indices, values = as_row(x, self.n_features)
         pair_scores = self._model_scores_row(indices, values)
         learners = self._pairs_of[target]
         self._check_learnable_row(indices, values, pair_scores, learners)
-        predicted = self._winners(pair_scores[None, :])[0]
+        votes, confidence = self._decide(pair_scores[None, :])
+        predicted = self._winners_of(votes, confidence)[0]
+        score = _squash(votes, confidence)[0]
         loss, n_aggressive = 0.0, 0
         for p in learners:
             label = 1.0 if self.pairs_[p][0] == target else -1.0
@@ -322,10 +259,15 @@ class OneVsOne(_Reduction, Estimator):
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
-        return MulticlassStep(self.classes_[predicted], loss, n_aggressive)
+        return Step(score, loss, n_aggressive > 0, n_aggressive, self.classes_[predicted])
 
-    def learn_many(self, X, y) -> MulticlassSteps:
+    def learn_many(self, X, y) -> Steps:
         """Learn a batch in order (bit-identical to the ``learn_one`` loop).
+
+        The :class:`core.base.Steps` hold the losses and ``aggressive_counts`` of the
+        ``learn_one`` loop; no ``scores`` nor ``predicted``: the batch is learned pair by pair,
+        so the votes of the pairs that do not learn from an example are never computed at that
+        example's time (call ``predict_many`` first for the batch-start predictions).
 
         Inputs, labels and squared norms are checked before any pair learns. A score that
         overflows float64 in the middle of a batch (it depends on the state, so it cannot be
@@ -349,7 +291,7 @@ class OneVsOne(_Reduction, Estimator):
             losses[rows] += steps.losses
             n_aggressive[rows] += steps.aggressive
         self.n_seen_ += batch.n_rows
-        return MulticlassSteps(losses, n_aggressive)
+        return Steps(None, losses, n_aggressive > 0, n_aggressive)
 
 
 class OneVsRest(_Reduction, Estimator):
@@ -363,8 +305,8 @@ class OneVsRest(_Reduction, Estimator):
     ----------
     base : BinaryClassifier
         The binary model (labels -1/+1) cloned for every class; it is not trained itself.
-    classes : list of int or list of str
-        At least two distinct labels, all ints or all strings; stored as given.
+    classes : list
+        At least two distinct hashable labels (``core.labels``); stored as given.
 
     Attributes
     ----------
@@ -411,8 +353,9 @@ class OneVsRest(_Reduction, Estimator):
         """The binary models' scores for a batch, shape (n_rows, n_classes)."""
         return self._model_scores_batch(as_batch(X, self.n_features))
 
-    def learn_one(self, x, y) -> MulticlassStep:
-        """Learn one example: every binary model updates."""
+    def learn_one(self, x, y) -> Step:
+        """Learn one example: every binary model updates. Returns a :class:`core.base.Step`
+        (``score``: the binary models' scores before the update)."""
         target = self._class_index(y)
         indices, values = as_row(x, self.n_features)
         model_scores = self._model_scores_row(indices, values)
@@ -424,9 +367,9 @@ class OneVsRest(_Reduction, Estimator):
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
-        return MulticlassStep(self.classes_[predicted], loss, n_aggressive)
+        return Step(model_scores, loss, n_aggressive > 0, n_aggressive, self.classes_[predicted])
 
-    def learn_many(self, X, y) -> MulticlassSteps:
+    def learn_many(self, X, y) -> Steps:
         """Learn a batch in order (bit-identical to the ``learn_one`` loop); see
         :meth:`OneVsOne.learn_many` for what is checked before any model learns."""
         batch = as_batch(X, self.n_features)
@@ -434,6 +377,7 @@ class OneVsRest(_Reduction, Estimator):
         _check_squared_norms(batch)
         losses = np.zeros(batch.n_rows)
         n_aggressive = np.zeros(batch.n_rows, dtype=INDEX)
+        scores = np.empty((batch.n_rows, len(self.models_)))
         for k, model in enumerate(self.models_):
             labels = np.where(targets == k, 1.0, -1.0)
             try:
@@ -442,8 +386,10 @@ class OneVsRest(_Reduction, Estimator):
                 raise ValueError(f"{self._describe(k)}: {error}; earlier models learned") from None
             losses += steps.losses
             n_aggressive += steps.aggressive
+            scores[:, k] = steps.scores
         self.n_seen_ += batch.n_rows
-        return MulticlassSteps(losses, n_aggressive)
+        predicted = self._labels[self._winners(scores)]
+        return Steps(scores, losses, n_aggressive > 0, n_aggressive, predicted)
 
 
 def _check_squared_norms(batch: CSRBatch) -> None:

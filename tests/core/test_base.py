@@ -1,10 +1,12 @@
 import numpy as np
 import pytest
 
-from core.base import check_binary_label, check_pa_params, from_spec, params_spec
+from core.base import from_spec, params_spec
+from core.checks import check_estimator
 from core.dos import DoSClassifier
+from core.labels import check_binary_label
 from core.linear import LinearPA
-from tests.generic import check_estimator
+from core.validation import check_pa_params
 
 
 def binary_stream(n=60, d=5, seed=0):
