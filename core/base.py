@@ -40,7 +40,7 @@ import numpy as np
 
 from core.config import INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
-from core.labels import LabelMap, check_binary_label, check_binary_labels
+from core.labels import LabelMap, check_binary_label, check_binary_labels, check_state_labels
 
 __all__ = [
     "BatchClassifier",
@@ -339,6 +339,11 @@ class Estimator:
                 getattr(target, name)[...] = value
             else:
                 setattr(target, name, value)
+        for target in {id(target): target for target, _, _ in writes}.values():
+            target._state_loaded()
+
+    def _state_loaded(self) -> None:
+        """Called after ``set_state`` wrote this model's entries (drop derived caches)."""
 
     def _check_state(self, arrays: dict, scalars: dict) -> list[tuple[Estimator, str, Any]]:
         expected_arrays = set(self._arrays)
@@ -519,6 +524,36 @@ class BinaryModel(Estimator):
         """Alias of ``score_many`` (scikit-learn's name)."""
         return self.score_many(X)
 
+    def proba_from_scores(self, scores) -> np.ndarray:
+        """``P(y = classes_[1])`` for decision values of this model.
+
+        A margin is not a probability: models without a probabilistic score raise
+        ``ValueError`` and are wrapped in :class:`core.calibration.Calibrated` for one.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> from core.calibration import Calibrated
+        >>> LinearPA(n_features=1).proba_from_scores([0.0])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: LinearPA scores are margins, not probabilities: wrap the model in ...
+        >>> Calibrated(model=LinearPA(n_features=1)).proba_from_scores([0.0])
+        array([0.5])
+        """
+        raise ValueError(
+            f"{type(self).__name__} scores are margins, not probabilities: wrap the model in "
+            "core.calibration.Calibrated"
+        )
+
+    def predict_proba_one(self, x) -> float:
+        """``P(y = classes_[1] | x)`` (see :meth:`proba_from_scores`)."""
+        return float(self.proba_from_scores(np.array([self.score_one(x)]))[0])
+
+    def predict_proba_many(self, X) -> np.ndarray:
+        """``P(y = classes_[1] | x)`` for every row, shape (n_rows,)."""
+        return np.asarray(self.proba_from_scores(self.score_many(X)))
+
     # implemented by subclasses
     def _score_row(self, indices, values) -> float:  # pragma: no cover
         raise NotImplementedError
@@ -665,6 +700,8 @@ def params_spec(model: Estimator) -> dict[str, Any]:
     for name, value in model.get_params().items():
         if isinstance(value, Estimator):
             value = {"kind": type(value).__name__, "params": params_spec(value)}
+        if name == "classes" and value is not None:
+            check_state_labels(value)  # a tuple label would come back as an unhashable list
         value = _plain(value)
         if not _is_json(value):
             raise ValueError(

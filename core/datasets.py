@@ -41,6 +41,19 @@ from core.kernels.datasets import (
     _datasets_svmlight_bounds,
 )
 
+__all__ = [
+    "DATA_DIR_ENV",
+    "MNIST_N_SOURCE",
+    "DeformationStream",
+    "data_dir",
+    "load_idx",
+    "load_mnist_test",
+    "load_svmlight",
+    "mnist_split",
+    "parse_svmlight",
+    "smoothing_basis",
+]
+
 #: Environment variable that overrides :func:`data_dir`.
 DATA_DIR_ENV = "LORENTZTRON_DATA_DIR"
 

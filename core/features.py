@@ -50,6 +50,20 @@ from core.kernels.features import (
 )
 from core.validation import check_n_features
 
+__all__ = [
+    "CSRBatch",
+    "FeatureHasher",
+    "Row",
+    "as_batch",
+    "as_row",
+    "batch_from_rows",
+    "check_n_features",
+    "dense_row",
+    "first_overflowing_row",
+    "sparse_row",
+    "squared_norm",
+]
+
 Row = tuple[np.ndarray, np.ndarray]
 
 

@@ -77,8 +77,8 @@ def check_state_labels(classes) -> None:
     for label in classes:
         if not isinstance(_plain(label), STATE_LABEL_TYPES):
             raise ValueError(
-                f"class label {label!r} cannot be saved in a state: use strings, integers, "
-                "floats, booleans or None"
+                f"class label {label!r} cannot be written into a state: use strings, "
+                "integers, floats, booleans or None"
             )
 
 

@@ -25,6 +25,14 @@ from collections import deque
 
 import numpy as np
 
+__all__ = [
+    "ProgressiveAccuracy",
+    "ProgressiveRMSE",
+    "accuracy",
+    "ndcg_at_k",
+    "rmse",
+]
+
 
 def accuracy(y_true, y_pred) -> float:
     """Fraction of equal labels."""

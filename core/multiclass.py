@@ -92,6 +92,38 @@ class _Reduction:
         batch = as_batch(X, self.n_features)
         return self._labels[self._winners(self._model_scores_batch(batch))]
 
+    # -- probabilities ---------------------------------------------------------------------
+    def _binary_probabilities(self, model_scores: np.ndarray) -> np.ndarray:
+        """P(+1) of every binary model for its scores, shape (n_rows, n_models)."""
+        out = np.empty(model_scores.shape)
+        for k, model in enumerate(self.models_):
+            try:
+                out[:, k] = model.proba_from_scores(model_scores[:, k])
+            except ValueError:
+                raise ValueError(
+                    f"the binary models give no probabilities: build the reduction on "
+                    f"base=core.calibration.Calibrated(model={type(self.base).__name__}(...))"
+                ) from None
+        return out
+
+    def _probabilities(self, model_scores: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def predict_proba_one(self, x) -> np.ndarray:
+        """Class probabilities of one example, shape (n_classes,) in the order of
+        ``classes_`` (the binary models must give probabilities: see ``core.calibration``)."""
+        indices, values = as_row(x, self.n_features)
+        return self._probabilities(self._model_scores_row(indices, values)[None, :])[0]
+
+    def predict_proba_many(self, X) -> np.ndarray:
+        """Class probabilities of a batch, shape (n_rows, n_classes)."""
+        batch = as_batch(X, self.n_features)
+        return self._probabilities(self._model_scores_batch(batch))
+
+    def proba_from_batch(self, batch: CSRBatch) -> np.ndarray:
+        """``predict_proba_many`` of a batch already validated for this model."""
+        return self._probabilities(self._model_scores_batch(batch))
+
     # -- learning checks -----------------------------------------------------------------
     def _check_learnable_row(self, indices, values, model_scores, learners) -> None:
         """Refuse, before any update, a row that one of ``learners`` would refuse."""
@@ -208,6 +240,30 @@ class OneVsOne(_Reduction, Estimator):
         outside = ~tied[np.arange(len(winners)), winners]  # only if confidences are -inf
         winners[outside] = np.argmax(tied[outside], axis=1)
         return winners
+
+    def _probabilities(self, pair_scores: np.ndarray) -> np.ndarray:
+        """Pairwise coupling (Wu, Lin and Weng 2004, method 2, as in libsvm): with
+        ``r_ij = P(i | i or j, x)`` from pair (i, j)'s calibrated model, ``p`` minimises
+        ``sum_i sum_{j != i} (r_ji p_i - r_ij p_j)^2`` subject to ``sum_i p_i = 1``, the
+        solution of ``[[Q, 1], [1^T, 0]] [p; b] = [0; 1]`` with ``Q_ii = sum_{j != i} r_ji^2``
+        and ``Q_ij = -r_ji r_ij`` (non-negative by their Theorem 2; rounding is clipped)."""
+        n_rows, n_classes = pair_scores.shape[0], len(self.classes_)
+        first = self._binary_probabilities(pair_scores)  # r_ij for each pair (i, j), i < j
+        r = np.zeros((n_rows, n_classes, n_classes))
+        r[:, self._first, self._second] = first
+        r[:, self._second, self._first] = 1.0 - first
+        system = np.zeros((n_rows, n_classes + 1, n_classes + 1))
+        rt = np.swapaxes(r, 1, 2)  # rt[i, j] = r_ji
+        system[:, :n_classes, :n_classes] = -rt * r
+        diagonal = np.arange(n_classes)
+        system[:, diagonal, diagonal] = np.sum(rt * rt, axis=2)
+        system[:, :n_classes, n_classes] = 1.0
+        system[:, n_classes, :n_classes] = 1.0
+        right = np.zeros((n_rows, n_classes + 1))
+        right[:, n_classes] = 1.0
+        p = np.linalg.solve(system, right[..., None])[..., 0][:, :n_classes]
+        p = np.clip(p, 0.0, None)
+        return p / p.sum(axis=1, keepdims=True)
 
     def decision_one(self, x) -> tuple[np.ndarray, np.ndarray]:
         """``(votes, confidence)`` of one example, each of shape (n_classes,)."""
@@ -343,6 +399,14 @@ class OneVsRest(_Reduction, Estimator):
 
     def _winners(self, model_scores: np.ndarray) -> np.ndarray:
         return np.argmax(model_scores, axis=1)
+
+    def _probabilities(self, model_scores: np.ndarray) -> np.ndarray:
+        """Each class's calibrated ``P(class k | x)`` against the rest, normalised to sum to 1
+        (uniform where every model says 0)."""
+        p = self._binary_probabilities(model_scores)
+        total = p.sum(axis=1, keepdims=True)
+        uniform = np.full_like(p, 1.0 / p.shape[1])
+        return np.where(total > 0.0, p / np.where(total > 0.0, total, 1.0), uniform)
 
     def score_one(self, x) -> np.ndarray:
         """The binary models' scores for one example, shape (n_classes,)."""

@@ -385,17 +385,12 @@ class PQR(BinaryClassifier):
             return self.score_many(X)
         return super().predict_many(X)
 
-    def predict_proba_one(self, x) -> float:
-        """P(y = +1 | x) = sigmoid(score) (binary task only)."""
+    def proba_from_scores(self, scores) -> np.ndarray:
+        """P(y = classes_[1]) = sigmoid(score): the logistic model's own probability (binary
+        task only)."""
         if self._task != TASK_BINARY:
             raise ValueError("predict_proba is only defined for task='binary'")
-        return float(_sigmoid(np.array([self.score_one(x)]))[0])
-
-    def predict_proba_many(self, X) -> np.ndarray:
-        """P(y = +1 | x) for every row (binary task only)."""
-        if self._task != TASK_BINARY:
-            raise ValueError("predict_proba is only defined for task='binary'")
-        return _sigmoid(self.score_many(X))
+        return _sigmoid(np.asarray(scores, dtype=FLOAT))
 
     # -- separation --------------------------------------------------------------------------
     def reestimate_separation(self) -> np.ndarray:
