@@ -231,6 +231,11 @@ class Estimator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    def __reduce__(self):
+        """Pickle and copy through the state, so that arrays that are views of one buffer (the
+        DoS ``U_`` and ``V_``) come back as views of one buffer."""
+        return (from_state, (self.get_state(),))
+
     # -- state ---------------------------------------------------------------------------
     def _children(self) -> list[tuple[str, Estimator]]:
         return []
