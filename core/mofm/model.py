@@ -100,7 +100,7 @@ class MultiOutputPN(Estimator):
         Radius of the constraint Omega(V) <= tau (eq 2).
     corrective : {"output", "full"}
         Corrective (refitting) step of Algorithm 1: the output layer only, or also the basis
-        (the issue's ``refit=`` option; renamed so as not to shadow the ``refit`` method).
+        (named so as not to shadow the ``refit`` method).
     refit_iter : int
         Iterations of each corrective step (FISTA steps on V; and as many H / V block steps
         for ``"full"``).
