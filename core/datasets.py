@@ -256,6 +256,13 @@ class DeformationStream:
     max_rotation, max_scale, max_shear, max_shift : float
         Bounds of the affine jitter: degrees, relative scale, shear factor, pixels.
 
+    Examples
+    --------
+    >>> images = np.zeros((2, 28, 28), dtype=np.uint8); images[:, 10:18, 12:16] = 255
+    >>> X, y = DeformationStream(images, np.array([3, 7]), seed=0).take(4)
+    >>> X.shape, y.dtype, bool(X.max() <= 1.0)
+    ((4, 784), dtype('int64'), True)
+
     Attributes
     ----------
     basis_rows_, basis_cols_ : ndarray of shape (height, r), (width, r)

@@ -72,6 +72,10 @@ class CSRBatch:
     """A validated batch of rows in compressed sparse row form.
 
     Attributes: ``indptr`` (n_rows + 1,), ``indices`` (nnz,), ``values`` (nnz,).
+
+    >>> batch = as_batch(np.array([[1.0, 0.0], [0.0, 2.0]]), 2)
+    >>> batch.n_rows, batch.row(1)
+    (2, (array([1]), array([2.])))
     """
 
     indptr: np.ndarray

@@ -185,7 +185,12 @@ class _Progressive:
 
 class ProgressiveAccuracy(_Progressive):
     """Accuracy of predictions made before learning (``update(y_true, y_pred)`` per example,
-    ``update_many`` per batch); ``value`` over everything, ``recent`` over the window."""
+    ``update_many`` per batch); ``value`` over everything, ``recent`` over the window.
+
+    >>> metric = ProgressiveAccuracy(window=2)
+    >>> metric.update_many(["a", "b", "b"], ["a", "a", "b"]); metric.value, metric.recent
+    (0.6666666666666666, 0.5)
+    """
 
     def update(self, y_true, y_pred) -> None:
         self._add(np.array([1.0 if y_true == y_pred else 0.0]))
@@ -204,7 +209,12 @@ class ProgressiveAccuracy(_Progressive):
 
 
 class ProgressiveRMSE(_Progressive):
-    """RMSE of predictions made before learning (squared errors accumulated)."""
+    """RMSE of predictions made before learning (squared errors accumulated).
+
+    >>> metric = ProgressiveRMSE()
+    >>> metric.update(1.0, 2.0); metric.update(3.0, 3.0); round(metric.value, 4)
+    0.7071
+    """
 
     def update(self, y_true, y_pred) -> None:
         self.update_many([y_true], [y_pred])

@@ -57,6 +57,14 @@ class FitIteration:
     output row); ``objective``: mean training loss after the refit (F_t / n); ``criterion``:
     ``|g_h|_p`` of the selected basis vector (eq 4, mean-loss scale); ``omega``: Omega(V);
     ``seconds``: time since ``fit`` started.
+
+    >>> from core.mofm import MultiOutputPN
+    >>> seen = []
+    >>> X = np.random.default_rng(0).standard_normal((40, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> _ = MultiOutputPN(n_features=2, classes=[0, 1], n_basis=2).fit(
+    ...     X, y, callback=lambda model, info: seen.append(info.iteration))
+    >>> seen
+    [1, 2]
     """
 
     iteration: int
@@ -74,6 +82,12 @@ class Problem:
     (n, m), and: hidden activations, mean loss and its gradient, and the selection quantities
     ``q_c(h) = h^T Gamma_c h`` and ``sum_c w_c Gamma_c h`` either from the formed Gamma_c
     (small d) or from products with Z only (``Z^T (D_c (Z h))``; large d).
+
+    >>> from core.features import as_batch
+    >>> T = np.eye(2)[[0, 1, 1]]  # one-hot targets of 3 examples, 2 outputs
+    >>> problem = Problem(as_batch(np.eye(3)[:, :2], 2), 2, T, 0, 0, "auto")
+    >>> problem.n, problem.m
+    (3, 2)
     """
 
     def __init__(self, batch: CSRBatch, n_features: int, T, loss: int, activation: int, gram):

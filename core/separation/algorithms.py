@@ -36,6 +36,11 @@ class SeparationResult:
     ``updates`` counts oracle counterexamples learned (all phases); ``perceptron_updates`` and
     ``modified_updates`` split it for the rescaling algorithms; ``rescalings`` counts their
     rescaling steps; ``seconds`` is wall time.
+
+    >>> from core.separation import FiniteConstraints
+    >>> result = ellipsoid_method(FiniteConstraints([[1.0, 0.0]]))
+    >>> result.status, result.updates
+    ('feasible', 1)
     """
 
     x: np.ndarray

@@ -29,7 +29,12 @@ __all__ = [
 
 class Oracle(Protocol):
     """A set ``A`` of constraints ``a . x >= 0`` in ``dim`` dimensions, seen through a
-    separation oracle (Definition 2.1)."""
+    separation oracle (Definition 2.1).
+
+    >>> oracle: Oracle = FiniteConstraints([[1.0, 0.0]])
+    >>> oracle.dim, oracle.counterexample(np.array([-1.0, 0.0]))
+    (2, array([1., 0.]))
+    """
 
     dim: int
 
@@ -131,6 +136,14 @@ class SemidefiniteConstraints:
     Fs : sequence of m (n, n) arrays or scipy sparse matrices
     strictness : float
         Relative margin demanded of an accepted point.
+
+    Examples
+    --------
+    >>> oracle = SemidefiniteConstraints(-np.eye(2), [np.eye(2)])  # x I - I >= 0: x >= 1
+    >>> oracle.counterexample(np.array([1.0, 0.5])) is not None  # x = 0.5
+    True
+    >>> oracle.counterexample(np.array([1.0, 2.0])) is None  # x = 2
+    True
     """
 
     def __init__(self, F0, Fs, *, strictness: float = 1e-9):
