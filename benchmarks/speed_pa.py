@@ -64,6 +64,7 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
+from benchmarks.environment import cpu_name
 from benchmarks.markdown import replace_section
 from core.datasets import load_mnist_test
 from core.dos import DoSClassifier
@@ -898,16 +899,6 @@ def versions(peers: set[str]) -> dict[str, str]:
             except metadata.PackageNotFoundError:
                 out[package] = "not installed"
     return out
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def fmt_us(us: float | None) -> str:
