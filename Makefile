@@ -62,15 +62,16 @@ $(VENV)/.bench: $(STAMP)
 	touch $(VENV)/.bench
 
 bench: $(VENV)/.bench
-	$(BIN)/python benchmarks/speed_pa.py
+	$(BIN)/python -m benchmarks.speed_pa
 
-# the full reproductions of the four papers, one after the other (long runs; `make test` runs
-# each in its quick mode)
+# the full reproductions of the four papers and the calibration study, one after the other
+# (long runs; `make test` runs each in its quick mode)
 reproduce: $(VENV)/.bench
-	$(BIN)/python benchmarks/reproduce_dos.py --full
-	$(BIN)/python benchmarks/reproduce_pqr.py
-	$(BIN)/python benchmarks/reproduce_mofm.py
-	$(BIN)/python benchmarks/reproduce_thesis.py
+	$(BIN)/python -m benchmarks.reproduce_dos --full
+	$(BIN)/python -m benchmarks.reproduce_pqr
+	$(BIN)/python -m benchmarks.reproduce_mofm
+	$(BIN)/python -m benchmarks.reproduce_thesis
+	$(BIN)/python -m benchmarks.calibration
 
 clean:
 	rm -rf $(VENV) .numba_cache .pytest_cache .ruff_cache build *.egg-info

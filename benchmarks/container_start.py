@@ -10,7 +10,7 @@ tests/deploy/containers/images.py), started again and again by a real engine.
 Wall-clock medians of ``--runs`` runs, on whatever else the machine is doing. Writes its
 section of ``docs/deployment.md``::
 
-    python benchmarks/container_start.py --runs 5 --out docs/deployment.md
+    python -m benchmarks.container_start --runs 5 --out docs/deployment.md
 """
 
 from __future__ import annotations
@@ -20,22 +20,19 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks.markdown import replace_section
+from benchmarks.service_durability import wait_ready
+from tests.deploy.containers.engine import Engine
+from tests.deploy.containers.images import base_image, service_image
+from tests.service.conftest import free_port
 
-from benchmarks.markdown import replace_section  # noqa: E402
-from benchmarks.service_durability import wait_ready  # noqa: E402
-from tests.deploy.containers.engine import Engine  # noqa: E402
-from tests.deploy.containers.images import base_image, service_image  # noqa: E402
-from tests.service.conftest import free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 HEADER = "# The container deployment\n"
 
@@ -74,7 +71,7 @@ def measure(engine: Engine, image: str, runs: int) -> dict:
 
 def section(result: dict, base: str, image: str) -> str:
     runs, mb = result["runs"], 1e6
-    command = f"python benchmarks/container_start.py --runs {runs} --out docs/deployment.md"
+    command = f"python -m benchmarks.container_start --runs {runs} --out docs/deployment.md"
     rows = [
         ("image size", f"{result['image_bytes'] / mb:,.0f} MB"),
         ("of which the virtualenv (`/opt/venv`)", f"{result['venv_bytes'] / mb:,.0f} MB"),

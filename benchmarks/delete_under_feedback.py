@@ -16,8 +16,8 @@ few milliseconds after sending it (mid-deletion) on odd ones. After the restart:
 
 A model still there is deleted before the next iteration.
 
-    python benchmarks/delete_under_feedback.py --iterations 50            # file log
-    python benchmarks/delete_under_feedback.py --iterations 50 --redis    # Redis log
+    python -m benchmarks.delete_under_feedback --iterations 50            # file log
+    python -m benchmarks.delete_under_feedback --iterations 50 --redis    # Redis log
 
 Prints one JSON line per iteration and a summary; exits 1 on a violation.
 """

@@ -9,24 +9,21 @@ request of the process.
 
 Usage::
 
-    .venv/bin/python benchmarks/pending_cache_gc.py [--predictions 3000000]
+    .venv/bin/python -m benchmarks.pending_cache_gc [--predictions 3000000]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from service.cache import PredictionCache
 
-from service.cache import PredictionCache  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def measure(predictions: int, max_bytes: int = 256 * 1024 * 1024, nnz: int = 30) -> dict:

@@ -32,9 +32,9 @@ slower.
 
 Usage::
 
-    .venv/bin/python benchmarks/reproduce_dos.py --quick          # smoke test, < 1 min
-    .venv/bin/python benchmarks/reproduce_dos.py --full           # 5M examples, ~1 hour
-    .venv/bin/python benchmarks/reproduce_dos.py --examples 200000 --out /tmp/dos
+    .venv/bin/python -m benchmarks.reproduce_dos --quick          # smoke test, < 1 min
+    .venv/bin/python -m benchmarks.reproduce_dos --full           # 5M examples, ~1 hour
+    .venv/bin/python -m benchmarks.reproduce_dos --examples 200000 --out /tmp/dos
 
 Writes ``reproduce_dos_fig4.png``, ``reproduce_dos_fig5.png``, ``reproduce_dos.json`` and
 ``results.md`` into ``--out`` (default ``docs/``).
@@ -46,7 +46,6 @@ import argparse
 import json
 import math
 import platform
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -55,17 +54,15 @@ from pathlib import Path
 import numba
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from core.align import running_average
+from core.config import NJIT_OPTIONS
+from core.datasets import DeformationStream, mnist_split
+from core.dos import DoSClassifier
+from core.kernels.dos import STEP_OK, _dos_score_into, _dos_step
+from core.kernels.linear import _linear_score, _linear_step
+from core.linear import LinearPA
 
-from core.align import running_average  # noqa: E402
-from core.config import NJIT_OPTIONS  # noqa: E402
-from core.datasets import DeformationStream, mnist_split  # noqa: E402
-from core.dos import DoSClassifier  # noqa: E402
-from core.kernels.dos import STEP_OK, _dos_score_into, _dos_step  # noqa: E402
-from core.kernels.linear import _linear_score, _linear_step  # noqa: E402
-from core.linear import LinearPA  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 N_CLASSES = 10
 N_PIXELS = 784
@@ -601,12 +598,12 @@ def write_markdown(result: dict, out: Path, fig4: Path, fig5: Path, note: str = 
         lines += [
             f"> **Quick mode** ({config['examples']:,} examples, ranks {list(config['ranks'])}): "
             "a smoke test of the pipeline, not the reproduction. The full run "
-            "(`.venv/bin/python benchmarks/reproduce_dos.py --full`, or `make reproduce`) "
+            "(`.venv/bin/python -m benchmarks.reproduce_dos --full`, or `make reproduce`) "
             "overwrites this file, the figures and `reproduce_dos.json`.",
             "",
         ]
     lines += [
-        "Regenerate: `.venv/bin/python benchmarks/reproduce_dos.py "
+        "Regenerate: `.venv/bin/python -m benchmarks.reproduce_dos "
         + ("--quick" if quick else f"--full --examples {config['examples']}")
         + "` (writes this file, `reproduce_dos_fig4.png`, `reproduce_dos_fig5.png` and "
         "`reproduce_dos.json`).",

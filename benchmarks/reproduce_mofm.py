@@ -41,10 +41,10 @@ init + refine, l1 init, random init and best data (the best normalised training 
 
 Usage::
 
-    .venv/bin/python benchmarks/reproduce_mofm.py            # full run, writes docs/
-    .venv/bin/python benchmarks/reproduce_mofm.py --quick --out /tmp/mofm   # < 1 min
+    .venv/bin/python -m benchmarks.reproduce_mofm            # full run, writes docs/
+    .venv/bin/python -m benchmarks.reproduce_mofm --quick --out /tmp/mofm   # < 1 min
     # one data set with other corrective iterations (output / full), written elsewhere
-    .venv/bin/python benchmarks/reproduce_mofm.py --datasets satimage --refit-iter 40 40 \
+    .venv/bin/python -m benchmarks.reproduce_mofm --datasets satimage --refit-iter 40 40 \
         --out /tmp/satimage
 
 The targets over repeated splits: one split decides little (the full-refit paths are
@@ -78,7 +78,6 @@ import gzip  # noqa: E402
 import itertools  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
@@ -87,14 +86,12 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 from benchmarks.markdown import replace_section  # noqa: E402
 from core.datasets import data_dir, load_svmlight  # noqa: E402
 from core.kernels.mofm import LOSSES  # noqa: E402
-from core.mofm import MultiOutputPN, _Problem, batch_loss_grad, select_basis  # noqa: E402
+from core.mofm import MultiOutputPN, Problem, batch_loss_grad, select_basis  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: the results of the repeated-split study's other splits, beside ``reproduce_mofm.json``
 SPLITS_FILE = "reproduce_mofm_splits.json.gz"
@@ -383,7 +380,7 @@ def job_figure2(spec: Spec, quick: bool, iterations: int, tau0: float):
     T = np.eye(m)[np.searchsorted(classes, ytr)]
     from core.features import as_batch
 
-    problem = _Problem(as_batch(Xtr, spec.n_features), spec.n_features, T, 0, 0, "dense")
+    problem = Problem(as_batch(Xtr, spec.n_features), spec.n_features, T, 0, 0, "dense")
     Z = np.hstack([Xtr, np.ones((len(Xtr), 1))])
     data_directions = Z / np.linalg.norm(Z, axis=1, keepdims=True)
     rng = np.random.default_rng(0)

@@ -26,9 +26,9 @@ training examples once, one by one, in order (the paper's online protocol).
 
 Usage::
 
-    .venv/bin/python benchmarks/reproduce_pqr.py                 # full run, < 10 minutes
-    .venv/bin/python benchmarks/reproduce_pqr.py --quick         # smoke test, seconds
-    .venv/bin/python benchmarks/reproduce_pqr.py --movielens ~/ml-100k
+    .venv/bin/python -m benchmarks.reproduce_pqr                 # full run, < 10 minutes
+    .venv/bin/python -m benchmarks.reproduce_pqr --quick         # smoke test, seconds
+    .venv/bin/python -m benchmarks.reproduce_pqr --movielens ~/ml-100k
 
 Writes ``reproduce_pqr.json`` and ``reproduce_pqr.png`` into ``--out`` (default ``docs/``),
 the results tables into ``pqr.md`` (between ``<!-- pqr-results:begin -->`` and
@@ -42,7 +42,6 @@ import argparse
 import itertools
 import json
 import platform
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -53,13 +52,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.stats import rankdata
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks.markdown import replace_section
+from core.datasets import data_dir, load_svmlight
+from core.pqr import PQR, top_k
 
-from benchmarks.markdown import replace_section  # noqa: E402
-from core.datasets import data_dir, load_svmlight  # noqa: E402
-from core.pqr import PQR, top_k  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 A9A_FEATURES = 123
 #: MovieLens-1M age buckets (under 18, 18-24, 25-34, 35-44, 45-49, 50-55, 56+)

@@ -25,8 +25,8 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/reproduce_thesis.py            # full run (about 15 minutes)
-    .venv/bin/python benchmarks/reproduce_thesis.py --quick    # smoke test, seconds
+    .venv/bin/python -m benchmarks.reproduce_thesis            # full run (about 15 minutes)
+    .venv/bin/python -m benchmarks.reproduce_thesis --quick    # smoke test, seconds
 
 Writes ``reproduce_thesis.json``, ``thesis_fig7_4.png`` and ``separation_results.md`` into
 ``--out`` (default ``docs/``). ``--from-json`` rebuilds the markdown and figure from a saved
@@ -39,25 +39,22 @@ import argparse
 import json
 import math
 import platform
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from core.datasets import data_dir  # noqa: E402
-from core.separation import (  # noqa: E402
+from core.datasets import data_dir
+from core.separation import (
     EllipsoidalClassifier,
     ellipsoid_method,
     maxcut_constraints,
     parametric_rescaling_perceptron,
     read_sdpa,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Table 6.1 of the thesis: name -> (m = n, PRA updates, PRA seconds, EA updates, EA seconds)
 THESIS_TABLE_6_1 = {

@@ -10,8 +10,8 @@
 Load comes from ``deploy/loadtest/loadgen.py`` (``--client raw``) on the same 2-core
 machine; each configuration runs ``--repeats`` times and the medians are reported.
 
-    python benchmarks/service_durability.py            # writes docs/benchmarks.md section
-    python benchmarks/service_durability.py --quick    # seconds, prints only
+    python -m benchmarks.service_durability            # writes docs/benchmarks.md section
+    python -m benchmarks.service_durability --quick    # seconds, prints only
 """
 
 from __future__ import annotations
@@ -33,12 +33,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.markdown import replace_section
+from core.features import CSRBatch
+from service.feedback_log import FileLog, encode_record
 
-from benchmarks.markdown import replace_section  # noqa: E402
-from core.features import CSRBatch  # noqa: E402
-from service.feedback_log import FileLog, encode_record  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 LOADGEN = ROOT / "deploy" / "loadtest" / "loadgen.py"
 DOCS = ROOT / "docs"

@@ -32,9 +32,9 @@ interleaved across learners, and ratios are taken between medians of the same ru
 
 Usage::
 
-    python benchmarks/speed_pa.py                  # full run; rewrites docs/benchmarks.md
-    python benchmarks/speed_pa.py --quick --out -  # < 30 s, print only
-    python benchmarks/speed_pa.py --peers none --streams sparse150
+    python -m benchmarks.speed_pa                  # full run; rewrites docs/benchmarks.md
+    python -m benchmarks.speed_pa --quick --out -  # < 30 s, print only
+    python -m benchmarks.speed_pa --peers none --streams sparse150
 
 ``--out FILE`` rewrites only the section between ``<!-- speed_pa:begin -->`` and
 ``<!-- speed_pa:end -->`` (the file is created if missing) and writes the raw numbers to
@@ -64,18 +64,17 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks.environment import cpu_name
+from benchmarks.markdown import replace_section
+from core.datasets import load_mnist_test
+from core.dos import DoSClassifier
+from core.features import as_batch, as_row, sparse_row
+from core.kernels.dos import _dos_learn_batch, _dos_score, _dos_step
+from core.kernels.linear import _linear_learn_batch, _linear_step
+from core.labels import check_binary_label
+from core.linear import LinearPA
 
-from benchmarks.markdown import replace_section  # noqa: E402
-from core.base import check_binary_label  # noqa: E402
-from core.datasets import load_mnist_test  # noqa: E402
-from core.dos import DoSClassifier  # noqa: E402
-from core.features import as_batch, as_row, sparse_row  # noqa: E402
-from core.kernels.dos import _dos_learn_batch, _dos_score, _dos_step  # noqa: E402
-from core.kernels.linear import _linear_learn_batch, _linear_step  # noqa: E402
-from core.linear import LinearPA  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BEGIN = "<!-- speed_pa:begin -->"
 END = "<!-- speed_pa:end -->"
@@ -902,16 +901,6 @@ def versions(peers: set[str]) -> dict[str, str]:
     return out
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def fmt_us(us: float | None) -> str:
     if us is None:
         return "n/a"
@@ -1294,9 +1283,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in breakdown_rows:
             print(f"  {r['model']:12s} {r['part']:62s} {fmt_us(r['median_us']):>8s} us")
 
-    command = "python benchmarks/speed_pa.py" + (" " + " ".join(argv) if argv else "")
+    command = "python -m benchmarks.speed_pa" + (" " + " ".join(argv) if argv else "")
     if argv is None:
-        command = "python benchmarks/speed_pa.py " + " ".join(sys.argv[1:])
+        command = "python -m benchmarks.speed_pa " + " ".join(sys.argv[1:])
     meta = {
         "command": command.strip(),
         "date": datetime.date.today().isoformat(),

@@ -32,6 +32,17 @@ import numpy as np
 
 from core.kernels.align import _align_light_cone, _align_running_mean, _align_unboost
 
+__all__ = [
+    "ALIGNMENTS",
+    "align",
+    "aligned_average",
+    "boost",
+    "canonical",
+    "min_norm_boost",
+    "procrustes",
+    "running_average",
+]
+
 Pair = tuple[np.ndarray, np.ndarray]
 
 

@@ -12,6 +12,10 @@ import scipy.sparse as sp
 from core.align import ALIGNMENTS, running_average
 from core.base import Estimator, _plain, params_spec
 
+__all__ = [
+    "Averaged",
+]
+
 
 class Averaged(Estimator):
     r"""A live online model plus the aligned running average of its snapshots (section 3.4).
@@ -179,6 +183,25 @@ class Averaged(Estimator):
         return self.scorer(variant).predict_many(X)
 
     decision_function = score_many
+
+    def predict_proba_one(self, x, variant: str = "averaged"):
+        """Probabilities of one example by the averaged (default) or live model (what the
+        wrapped model's ``predict_proba_one`` returns)."""
+        return self._probabilistic(variant).predict_proba_one(x)
+
+    def predict_proba_many(self, X, variant: str = "averaged"):
+        """Probabilities of a batch by the averaged (default) or live model."""
+        return self._probabilistic(variant).predict_proba_many(X)
+
+    def proba_from_scores(self, scores, variant: str = "averaged"):
+        """The wrapped model's ``proba_from_scores`` for scores of ``scorer(variant)``."""
+        return self._probabilistic(variant).proba_from_scores(scores)
+
+    def _probabilistic(self, variant: str) -> Estimator:
+        scorer = self.scorer(variant)
+        if not callable(getattr(scorer, "predict_proba_many", None)):
+            raise ValueError(f"{type(scorer).__name__} gives no probabilities")
+        return scorer
 
     @property
     def n_features(self) -> int:

@@ -1,18 +1,29 @@
 """The one model protocol, and the parameter / state plumbing every model shares.
 
-Every model implements
+Every online model implements
 
-- ``learn_one(x, y)`` / ``learn_many(X, y)``: learn from one example or a batch, in order;
+- ``learn_one(x, y)`` / ``learn_many(X, y)``: learn from one example or a batch, in order,
+  returning a :class:`Step` / :class:`Steps` (what the model predicted before each update);
 - ``predict_one(x)`` / ``predict_many(X)``: labels; ``score_one`` / ``score_many``: the raw
   decision values;
 - ``get_state()`` / ``set_state(state)``: plain contiguous numpy arrays plus scalars (no
   pickles, no numba types), checked for shapes and dtypes on the way back in;
 - ``clone()``: a fresh, unfitted model with the same hyperparameters.
 
+Batch models (:class:`BatchClassifier`) replace ``learn_one`` / ``learn_many`` by ``fit``.
+
 Hyperparameters are keyword-only constructor arguments stored unchanged under their own
 names; learned arrays end in ``_`` and are listed in the class attribute ``_arrays``
 (learned scalars in ``_scalars``). Composite models (one-vs-one, averaging) list their
 sub-models through ``_children()``; their arrays are flattened with dotted prefixes.
+
+>>> from core.linear import LinearPA
+>>> model = LinearPA(n_features=2, classes=["ham", "spam"])
+>>> step = model.learn_one([1.0, 0.0], "spam")
+>>> step.predicted, step.loss, model.predict_one([1.0, 0.0])
+('ham', 1.0, 'spam')
+>>> from_state(model.get_state()).score_one([1.0, 0.0])
+1.0
 """
 
 from __future__ import annotations
@@ -27,7 +38,23 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from core.config import INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
+from core.labels import LabelMap, check_binary_label, check_binary_labels, check_state_labels
+
+__all__ = [
+    "BatchClassifier",
+    "BinaryClassifier",
+    "BinaryModel",
+    "Estimator",
+    "MODEL_KINDS",
+    "Step",
+    "Steps",
+    "from_spec",
+    "from_state",
+    "params_spec",
+    "state_digest",
+]
 
 #: kind name -> class, filled by ``Estimator.__init_subclass__`` so that a state can name
 #: the class that reads it back (``from_state``).
@@ -46,36 +73,112 @@ MODEL_MODULES = (
 
 
 class Step(NamedTuple):
-    """What one ``learn_one`` did: the score before the update (progressive validation), the
-    model's loss before the update (the hinge loss ``max(0, 1 - y * score)`` for the
-    passive-aggressive models, the log or squared loss for PQR), and whether it changed the
-    model ("aggressive")."""
+    """What one ``learn_one`` did, measured before the update (progressive validation).
 
-    score: float
+    Attributes
+    ----------
+    score : float or ndarray
+        What ``score_one(x)`` returned before the update: a float for a binary or regression
+        model, an array (one entry per class or output) for a multi-output one.
+    loss : float
+        The model's loss on the example before the update (the hinge loss
+        ``max(0, 1 - y score)`` of the passive-aggressive models, the perceptron loss
+        ``max(0, -y score)``, PQR's log or squared loss, a reduction's sum over its binary
+        models, a multi-output model's loss).
+    aggressive : bool
+        Whether the example changed the model.
+    n_aggressive : int
+        How many binary models made an update (0 or 1 for a single model).
+    predicted : label, float or None
+        What ``predict_one(x)`` returned before the update (None for a model of target
+        vectors).
+
+    Examples
+    --------
+    >>> from core.linear import LinearPA
+    >>> LinearPA(n_features=1).learn_one([1.0], 1)
+    Step(score=0.0, loss=1.0, aggressive=True, n_aggressive=1, predicted=-1)
+    """
+
+    score: Any
     loss: float
     aggressive: bool
+    n_aggressive: int = 0
+    predicted: Any = None
+
+    @property
+    def scores(self):
+        """``score``, under the name multi-output callers use."""
+        return self.score
 
 
 @dataclass(frozen=True)
 class Steps:
-    """What one ``learn_many`` did, per example (same meaning as :class:`Step`)."""
+    """What one ``learn_many`` did, per example (the same meaning as :class:`Step`).
 
-    scores: np.ndarray
+    Attributes
+    ----------
+    scores : ndarray of shape (n,) or (n, n_outputs), or None
+        Scores before each update; None when the learner does not compute them (one-vs-one
+        learns a batch pair by pair).
+    losses : ndarray of shape (n,)
+    aggressive : ndarray of bool, shape (n,)
+    aggressive_counts : ndarray of int64, shape (n,)
+        Binary models updated by each example (``aggressive`` as 0 / 1 for a single model).
+    predicted : ndarray of shape (n,), or None
+        Predictions before each update, when the learner computes them.
+
+    Examples
+    --------
+    >>> from core.linear import LinearPA
+    >>> steps = LinearPA(n_features=1).learn_many([[1.0], [1.0]], [1, 1])
+    >>> steps.scores, steps.aggressive, steps.n_aggressive, steps.predicted
+    (array([0., 1.]), array([ True, False]), 1, array([-1,  1]))
+    """
+
+    scores: np.ndarray | None
     losses: np.ndarray
     aggressive: np.ndarray
+    aggressive_counts: np.ndarray | None = None
+    predicted: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.aggressive_counts is None:
+            object.__setattr__(self, "aggressive_counts", self.aggressive.astype(INDEX))
 
     @property
     def n_aggressive(self) -> int:
-        return int(np.count_nonzero(self.aggressive))
+        """Updates made by the whole call (binary models times examples)."""
+        return int(np.sum(self.aggressive_counts))
+
+    def __len__(self) -> int:
+        return self.losses.shape[0]
 
 
 class Estimator:
-    """Base class: parameters, cloning and state plumbing (see the module docstring)."""
+    """Base class of every model: hyperparameters, cloning and state.
+
+    Subclasses declare their learned arrays in ``_arrays`` and learned scalars in
+    ``_scalars``, and their sub-models through ``_children()``; this class turns them into
+    ``get_state`` / ``set_state`` and registers the class in ``MODEL_KINDS`` so that
+    :func:`from_state` can rebuild it.
+
+    Attributes
+    ----------
+    averageable : bool
+        Whether the element-wise (aligned) running average of two states is a meaningful
+        model (``core.averaging.Averaged`` refuses models that say no, e.g. FTRL's z and n).
+
+    Examples
+    --------
+    >>> from core.linear import LinearPA
+    >>> model = LinearPA(n_features=3, mode="pa1", C=0.5)
+    >>> model.get_params()["C"], model.clone().n_seen_
+    (0.5, 0)
+    """
 
     _arrays: ClassVar[tuple[str, ...]] = ()
     _scalars: ClassVar[tuple[str, ...]] = ()
-    #: Whether the element-wise (aligned) running average of two states is a meaningful model
-    #: (``core.averaging.Averaged`` refuses models that say no, e.g. FTRL's z and n).
     averageable: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
@@ -89,12 +192,35 @@ class Estimator:
         return [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
 
     def get_params(self) -> dict[str, Any]:
-        """The constructor arguments, as stored."""
+        """The constructor arguments, as stored.
+
+        Returns
+        -------
+        dict
+            ``{name: value}`` for every keyword-only constructor argument.
+
+        Examples
+        --------
+        >>> from core.dos import DoSClassifier
+        >>> DoSClassifier(n_features=4, rank=2).get_params()["rank"]
+        2
+        """
         return {name: getattr(self, name) for name in self._param_names()}
 
     def clone(self) -> Estimator:
-        """A fresh, unfitted model with the same hyperparameters (sub-models cloned too, other
-        parameters deep-copied so that clones share nothing mutable)."""
+        """A fresh, unfitted model with the same hyperparameters.
+
+        Sub-models are cloned too and other parameters deep-copied, so that clones share
+        nothing mutable.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=1)
+        >>> _ = model.learn_one([1.0], 1)
+        >>> model.w_, model.clone().w_
+        (array([0.5, 0.5]), array([0., 0.]))
+        """
         params = {
             k: v.clone() if isinstance(v, Estimator) else copy.deepcopy(v)
             for k, v in self.get_params().items()
@@ -105,6 +231,11 @@ class Estimator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    def __reduce__(self):
+        """Pickle and copy through the state, so that arrays that are views of one buffer (the
+        DoS ``U_`` and ``V_``) come back as views of one buffer."""
+        return (from_state, (self.get_state(),))
+
     # -- state ---------------------------------------------------------------------------
     def _children(self) -> list[tuple[str, Estimator]]:
         return []
@@ -112,11 +243,26 @@ class Estimator:
     def get_state(self, order: str = "C") -> dict[str, Any]:
         """The learned state: ``{"kind", "params", "arrays", "scalars"}``.
 
-        ``params`` is JSON-serialisable (sub-models are written as ``{"kind", "params"}``),
-        ``arrays`` maps names to C-contiguous copies, ``scalars`` maps names to ints/floats.
-        ``order="K"`` copies each array in its own memory layout instead (a plain memory copy,
-        several times faster for the transposed views of DoS models): the same values, for a
-        capture taken under a lock and made contiguous after it.
+        Parameters
+        ----------
+        order : {"C", "K"}
+            ``"C"`` copies every array C-contiguous; ``"K"`` copies each array in its own
+            memory layout (a plain memory copy, several times faster for the transposed views
+            of DoS models): the same values, for a capture taken under a lock and made
+            contiguous after it.
+
+        Returns
+        -------
+        dict
+            ``params`` is JSON-serialisable (sub-models are written as ``{"kind", "params"}``),
+            ``arrays`` maps names to copies, ``scalars`` maps names to ints / floats.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> state = LinearPA(n_features=2).get_state()
+        >>> state["kind"], state["arrays"]["w_"], state["scalars"]
+        ('LinearPA', array([0., 0., 0.]), {'n_seen_': 0, 'n_updates_': 0})
         """
         if order not in ("C", "K"):
             raise ValueError(f"order must be 'C' or 'K', got {order!r}")
@@ -125,7 +271,14 @@ class Estimator:
 
     def get_state_meta(self) -> dict[str, Any]:
         """``get_state()`` without the arrays: ``kind``, ``params`` and every scalar (sub-models'
-        with their dotted prefixes); copies nothing."""
+        with their dotted prefixes); copies nothing.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> LinearPA(n_features=2).get_state_meta()["scalars"]
+        {'n_seen_': 0, 'n_updates_': 0}
+        """
         return {
             "kind": type(self).__name__,
             "params": params_spec(self),
@@ -140,7 +293,14 @@ class Estimator:
 
     def arrays(self):
         """Yield ``(name, array)`` for every learned array, sub-models' with their dotted
-        prefixes, without copying (read them under the model's lock)."""
+        prefixes, without copying (read them under the model's lock).
+
+        Examples
+        --------
+        >>> from core.dos import DoSClassifier
+        >>> [name for name, _ in DoSClassifier(n_features=2).arrays()]
+        ['U_', 'V_']
+        """
         for name in self._arrays:
             yield name, getattr(self, name)
         for prefix, child in self._children():
@@ -148,10 +308,35 @@ class Estimator:
                 yield f"{prefix}.{name}", array
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Load a state from ``get_state``; everything is checked before anything is written."""
+        """Load a state from ``get_state``; everything is checked before anything is written.
+
+        A state written before a hyperparameter existed loads when the model has that
+        hyperparameter at its default value.
+
+        Parameters
+        ----------
+        state : dict
+            ``get_state()``'s output for the same kind and hyperparameters.
+
+        Raises
+        ------
+        ValueError
+            For another kind or other hyperparameters, a missing, unknown or non-finite
+            entry, or an array of another shape or dtype; the model is then unchanged.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> source = LinearPA(n_features=1)
+        >>> _ = source.learn_one([2.0], 1)
+        >>> target = LinearPA(n_features=1)
+        >>> target.set_state(source.get_state())
+        >>> target.score_one([2.0]) == source.score_one([2.0])
+        True
+        """
         if state.get("kind") != type(self).__name__:
             raise ValueError(f"state is for {state.get('kind')!r}, not {type(self).__name__}")
-        if state.get("params") != params_spec(self):
+        if _with_defaults(state.get("params"), type(self)) != params_spec(self):
             raise ValueError("state was made with different hyperparameters")
         writes = self._check_state(state["arrays"], state["scalars"])
         for target, name, value in writes:
@@ -159,6 +344,11 @@ class Estimator:
                 getattr(target, name)[...] = value
             else:
                 setattr(target, name, value)
+        for target in {id(target): target for target, _, _ in writes}.values():
+            target._state_loaded()
+
+    def _state_loaded(self) -> None:
+        """Called after ``set_state`` wrote this model's entries (drop derived caches)."""
 
     def _check_state(self, arrays: dict, scalars: dict) -> list[tuple[Estimator, str, Any]]:
         expected_arrays = set(self._arrays)
@@ -205,18 +395,360 @@ class Estimator:
         return writes
 
 
+# =============================================================================================
+# Binary models: scores, labels and the two ways of learning
+# =============================================================================================
+class BinaryModel(Estimator):
+    """Scoring and labels of a model that separates two classes.
+
+    The model learns ``-1`` for ``classes[0]`` and ``+1`` for ``classes[1]``, predicts
+    ``classes[1]`` when its score is ``> 0`` and ``classes[0]`` otherwise (a zero model says
+    ``classes[0]``). Without ``classes`` the labels are ``-1`` and ``+1`` themselves.
+    Subclasses implement ``_score_row`` and ``score_batch`` over validated rows and batches.
+
+    Attributes
+    ----------
+    classes_ : tuple
+        The two labels, ``(-1, 1)`` without ``classes``.
+
+    Examples
+    --------
+    >>> from core.dos import DoSClassifier
+    >>> model = DoSClassifier(n_features=2, classes=[False, True])
+    >>> model.classes_, model.predict_one([0.0, 0.0]) in (False, True)
+    ((False, True), True)
+    """
+
+    n_features: int
+    classes_: tuple = (-1, 1)
+    _label_map: LabelMap | None = None
+
+    def _init_classes(self, classes) -> None:
+        """Store the ``classes`` hyperparameter (None: labels -1 / +1) and its label map."""
+        self.classes = classes
+        if classes is None:
+            self._label_map = None
+            self.classes_ = (-1, 1)
+            self._label_array = np.array([-1, 1], dtype=INDEX)
+        else:
+            self._label_map = LabelMap(classes)
+            if len(self._label_map) != 2:
+                raise ValueError(
+                    f"a binary model takes 2 classes, got {len(self._label_map)} (use "
+                    "core.multiclass.OneVsRest or OneVsOne for more)"
+                )
+            self.classes_ = self._label_map.classes
+            self._label_array = self._label_map.array
+
+    def _row(self, x) -> Row:
+        return as_row(x, self.n_features)
+
+    def _batch(self, X) -> CSRBatch:
+        return as_batch(X, self.n_features)
+
+    def _binary_label(self, y) -> float:
+        """``-1.0`` / ``+1.0`` for a label."""
+        if self._label_map is None:
+            return check_binary_label(y)
+        return 1.0 if self._label_map.index(y) else -1.0
+
+    def _binary_labels(self, y, n_rows: int) -> np.ndarray:
+        """``-1.0`` / ``+1.0`` for a batch's labels."""
+        if self._label_map is None:
+            return check_binary_labels(y, n_rows)
+        return np.where(self._label_map.indices(y, n_rows) == 1, 1.0, -1.0)
+
+    def _labels_of(self, scores: np.ndarray) -> np.ndarray:
+        """The labels that scores predict."""
+        return self._label_array[(scores > 0).astype(INDEX)]
+
+    def score_one(self, x) -> float:
+        """The decision value of one example (``> 0`` predicts ``classes_[1]``).
+
+        Parameters
+        ----------
+        x : array-like, ``(indices, values)`` or mapping
+            A dense row of ``n_features`` values, a sparse row or named features (see
+            ``core.features.as_row``).
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=2)
+        >>> _ = model.learn_one([1.0, 0.0], 1)
+        >>> model.score_one([1.0, 0.0]), model.score_one(([0], [1.0]))
+        (1.0, 1.0)
+        """
+        indices, values = self._row(x)
+        return self._score_row(indices, values)
+
+    def score_many(self, X) -> np.ndarray:
+        """Decision values of a batch, shape (n_rows,).
+
+        Parameters
+        ----------
+        X : 2-D array, scipy sparse matrix or sequence of rows
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=2)
+        >>> _ = model.learn_one([1.0, 0.0], 1)
+        >>> model.score_many([[1.0, 0.0], [0.0, 1.0]])
+        array([1. , 0.5])
+        """
+        return self.score_batch(self._batch(X))
+
+    def predict_one(self, x):
+        """The predicted label of one example: ``classes_[1]`` if its score is ``> 0``.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=1, classes=["no", "yes"])
+        >>> _ = model.learn_one([1.0], "yes")
+        >>> model.predict_one([1.0]), model.predict_one([-3.0])
+        ('yes', 'no')
+        """
+        return self.classes_[1] if self.score_one(x) > 0 else self.classes_[0]
+
+    def predict_many(self, X) -> np.ndarray:
+        """Predicted labels of a batch: int64 for integer labels, object otherwise.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=1)
+        >>> _ = model.learn_one([1.0], 1)
+        >>> model.predict_many([[1.0], [-3.0]])
+        array([ 1, -1])
+        """
+        return self._labels_of(self.score_many(X))
+
+    def decision_function(self, X) -> np.ndarray:
+        """Alias of ``score_many`` (scikit-learn's name)."""
+        return self.score_many(X)
+
+    def proba_from_scores(self, scores) -> np.ndarray:
+        """``P(y = classes_[1])`` for decision values of this model.
+
+        A margin is not a probability: models without a probabilistic score raise
+        ``ValueError`` and are wrapped in :class:`core.calibration.Calibrated` for one.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> from core.calibration import Calibrated
+        >>> LinearPA(n_features=1).proba_from_scores([0.0])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: LinearPA scores are margins, not probabilities: wrap the model in ...
+        >>> Calibrated(model=LinearPA(n_features=1)).proba_from_scores([0.0])
+        array([0.5])
+        """
+        raise ValueError(
+            f"{type(self).__name__} scores are margins, not probabilities: wrap the model in "
+            "core.calibration.Calibrated"
+        )
+
+    def predict_proba_one(self, x) -> float:
+        """``P(y = classes_[1] | x)`` (see :meth:`proba_from_scores`)."""
+        return float(self.proba_from_scores(np.array([self.score_one(x)]))[0])
+
+    def predict_proba_many(self, X) -> np.ndarray:
+        """``P(y = classes_[1] | x)`` for every row, shape (n_rows,)."""
+        return np.asarray(self.proba_from_scores(self.score_many(X)))
+
+    # implemented by subclasses
+    def _score_row(self, indices, values) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:  # pragma: no cover
+        """Scores of a batch already validated for this model (``core.features.as_batch``
+        with its ``n_features``): no validation, so a server that validated once scores
+        without a second pass."""
+        raise NotImplementedError
+
+
+class BinaryClassifier(BinaryModel):
+    """Base of the online binary classifiers: ``learn_one`` / ``learn_many``.
+
+    Inputs are validated first, so a bad example raises ``ValueError`` before any learned
+    array is touched. Subclasses implement ``_learn_row`` and ``_learn_batch`` over
+    validated rows and batches with labels ``-1.0`` / ``+1.0``.
+
+    Examples
+    --------
+    >>> from core.separation import Perceptron
+    >>> model = Perceptron(n_features=2, classes=["ham", "spam"])
+    >>> for x, y in [([1.0, 0.0], "spam"), ([0.0, 1.0], "ham")] * 2:
+    ...     _ = model.learn_one(x, y)
+    >>> model.predict_many([[1.0, 0.0], [0.0, 1.0]])
+    array(['spam', 'ham'], dtype=object)
+    """
+
+    def learn_one(self, x, y) -> Step:
+        """Learn one example.
+
+        Parameters
+        ----------
+        x : array-like, ``(indices, values)`` or mapping
+            A dense row, a sparse row or named features (see ``core.features.as_row``).
+        y : label
+            One of ``classes_``.
+
+        Returns
+        -------
+        Step
+            The score, loss and prediction before the update, and whether it changed the
+            model.
+
+        Examples
+        --------
+        >>> from core.dos import DoSClassifier
+        >>> model = DoSClassifier(n_features=2, rank=1, seed=0)
+        >>> step = model.learn_one([1.0, -1.0], 1)
+        >>> step.aggressive, round(model.score_one([1.0, -1.0]), 12)
+        (True, 1.0)
+        """
+        label = self._binary_label(y)
+        indices, values = self._row(x)
+        return self._learn_row(indices, values, label)
+
+    def learn_many(self, X, y) -> Steps:
+        """Learn a batch in order: the same model as ``learn_one`` on each row.
+
+        Parameters
+        ----------
+        X : 2-D array, scipy sparse matrix or sequence of rows
+        y : sequence of labels, one per row
+
+        Returns
+        -------
+        Steps
+            Per example: the score, loss and prediction before its update, and whether it
+            changed the model.
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=2)
+        >>> steps = model.learn_many([[1.0, 0.0], [0.0, 1.0]], [1, -1])
+        >>> steps.losses, steps.n_aggressive
+        (array([1. , 1.5]), 2)
+        """
+        batch = self._batch(X)
+        labels = self._binary_labels(y, batch.n_rows)
+        steps = self._learn_batch(batch, labels)
+        return Steps(
+            steps.scores, steps.losses, steps.aggressive, None, self._labels_of(steps.scores)
+        )
+
+    # implemented by subclasses
+    def _learn_row(self, indices, values, y: float) -> Step:  # pragma: no cover
+        raise NotImplementedError
+
+    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:  # pragma: no cover
+        raise NotImplementedError
+
+
+class BatchClassifier(BinaryModel):
+    """Base of binary models that learn only in batch: ``fit(X, y)`` replaces what was
+    learned; there is no ``learn_one``.
+
+    Subclasses implement ``_fit_batch(batch, labels)`` over a validated batch with labels
+    ``-1.0`` / ``+1.0``; ``fit`` validates everything first, so a bad batch leaves the last
+    fit in place.
+
+    Examples
+    --------
+    >>> from core.separation import EllipsoidalClassifier
+    >>> X = [[0.0, 0.0], [0.1, 0.0], [3.0, 0.0], [0.0, -3.0], [-3.0, 0.5], [0.2, 3.0]]
+    >>> model = EllipsoidalClassifier(n_features=2, classes=["out", "in"])
+    >>> model.fit(X, ["in", "in", "out", "out", "out", "out"]).predict_one([0.05, 0.0])
+    'in'
+    """
+
+    def fit(self, X, y) -> BatchClassifier:
+        """Learn from a batch, replacing the previous fit.
+
+        Parameters
+        ----------
+        X : 2-D array, scipy sparse matrix or sequence of rows
+        y : sequence of labels, one per row
+
+        Returns
+        -------
+        self
+        """
+        batch = self._batch(X)
+        self._fit_batch(batch, self._binary_labels(y, batch.n_rows))
+        return self
+
+    def _fit_batch(self, batch: CSRBatch, y: np.ndarray) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+# =============================================================================================
+# States and specs
+# =============================================================================================
 def params_spec(model: Estimator) -> dict[str, Any]:
-    """JSON-serialisable hyperparameters; sub-models become ``{"kind", "params"}``."""
+    """JSON-serialisable hyperparameters; sub-models become ``{"kind", "params"}``.
+
+    Raises ``ValueError`` for a hyperparameter that JSON cannot hold (e.g. a tuple label).
+
+    >>> from core.linear import LinearPA
+    >>> params_spec(LinearPA(n_features=3))
+    {'n_features': 3, 'mode': 'pa', 'C': 1.0, 'fit_intercept': True, 'classes': None}
+    """
     spec = {}
     for name, value in model.get_params().items():
         if isinstance(value, Estimator):
             value = {"kind": type(value).__name__, "params": params_spec(value)}
-        spec[name] = _plain(value)
+        if name == "classes" and value is not None:
+            check_state_labels(value)  # a tuple label would come back as an unhashable list
+        value = _plain(value)
+        if not _is_json(value):
+            raise ValueError(
+                f"hyperparameter {name}={value!r} of {type(model).__name__} cannot be written "
+                "into a state (JSON holds strings, numbers, booleans, None, lists and dicts)"
+            )
+        spec[name] = value
     return spec
 
 
+def _is_json(value) -> bool:
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def _with_defaults(params, cls: type) -> Any:
+    """``params`` of a state for ``cls`` with the hyperparameters it lacks at their defaults
+    (recursively for sub-model specs): a state written before a hyperparameter existed."""
+    if not isinstance(params, dict):
+        return params
+    out = dict(params)
+    for p in inspect.signature(cls.__init__).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and p.name not in out and p.default is not p.empty:
+            out[p.name] = _plain(p.default)
+    for name, value in out.items():
+        if isinstance(value, dict) and value.get("kind") in MODEL_KINDS and "params" in value:
+            child = MODEL_KINDS[value["kind"]]
+            out[name] = {**value, "params": _with_defaults(value["params"], child)}
+    return out
+
+
 def from_spec(spec: dict[str, Any]) -> Estimator:
-    """Build an unfitted model from ``{"kind", "params"}`` (as written by ``get_state``)."""
+    """Build an unfitted model from ``{"kind", "params"}`` (as written by ``get_state``).
+
+    >>> from_spec({"kind": "LinearPA", "params": {"n_features": 2, "mode": "pa1"}})
+    LinearPA(n_features=2, mode='pa1', C=1.0, fit_intercept=True, classes=None)
+    """
     kind = spec.get("kind")
     if kind not in MODEL_KINDS:
         for module in MODEL_MODULES:
@@ -233,14 +765,27 @@ def from_spec(spec: dict[str, Any]) -> Estimator:
 
 
 def from_state(state: dict[str, Any]) -> Estimator:
-    """Rebuild a model, hyperparameters and learned state, from ``get_state()``'s output."""
+    """Rebuild a model, hyperparameters and learned state, from ``get_state()``'s output.
+
+    >>> from core.linear import LinearPA
+    >>> model = LinearPA(n_features=1)
+    >>> _ = model.learn_one([1.0], 1)
+    >>> from_state(model.get_state()).w_
+    array([0.5, 0.5])
+    """
     model = from_spec(state)
     model.set_state(state)
     return model
 
 
 def state_digest(state: dict[str, Any]) -> str:
-    """SHA-256 of a state (arrays bit for bit, scalars, params): equal iff states are equal."""
+    """SHA-256 of a state (arrays bit for bit, scalars, params): equal iff states are equal.
+
+    >>> from core.linear import LinearPA
+    >>> a, b = LinearPA(n_features=2), LinearPA(n_features=2)
+    >>> state_digest(a.get_state()) == state_digest(b.get_state())
+    True
+    """
     digest = hashlib.sha256()
     digest.update(
         json.dumps([state["kind"], state["params"], state["scalars"]], sort_keys=True).encode()
@@ -253,10 +798,14 @@ def state_digest(state: dict[str, Any]) -> str:
 
 
 def _plain(value):
+    if isinstance(value, np.bool_):
+        return bool(value)
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):
         return float(value)
+    if isinstance(value, np.str_):
+        return str(value)
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, list | tuple):
@@ -264,128 +813,7 @@ def _plain(value):
     return value
 
 
-def check_classes(classes) -> tuple:
-    """Class labels as a tuple: a list or tuple of at least 2 distinct labels, all ints (that
-    fit in int64) or all strings; ValueError naming the problem otherwise."""
-    if not isinstance(classes, list | tuple):
-        raise ValueError(
-            f"classes must be a list or tuple of labels (e.g. np.unique(y).tolist()), "
-            f"got {type(classes).__name__}"
-        )
-    if len(classes) < 2:
-        raise ValueError(f"classes must hold at least 2 labels, got {list(classes)!r}")
-    is_int = [isinstance(c, int | np.integer) and not isinstance(c, bool) for c in classes]
-    is_str = [isinstance(c, str) for c in classes]
-    if not (all(is_int) or all(is_str)):
-        raise ValueError(f"classes must be all ints or all strings, got {list(classes)!r}")
-    if all(is_int) and any(not -(2**63) <= int(c) < 2**63 for c in classes):
-        raise ValueError("integer classes must fit in int64")
-    if len(set(classes)) != len(classes):
-        raise ValueError(f"classes must be distinct, got {list(classes)!r}")
-    return tuple(classes)
-
-
-def check_binary_label(y) -> float:
-    """A binary label must be -1 or +1 (ints or floats; booleans are refused)."""
-    if type(y) is int and (y == 1 or y == -1):  # the common case, cheaply
-        return float(y)
-    if isinstance(y, bool | np.bool_) or not isinstance(y, int | float | np.number):
-        raise ValueError(f"binary label must be -1 or +1, got {y!r}")
-    if y != 1 and y != -1:
-        raise ValueError(f"binary label must be -1 or +1, got {y!r}")
-    return float(y)
-
-
-def check_binary_labels(y, n_rows: int) -> np.ndarray:
-    """Labels of a batch: a 1-D array of -1/+1 with one label per row."""
-    labels = np.asarray(y)
-    if labels.dtype == bool or labels.dtype.kind not in "iuf":
-        raise ValueError(f"binary labels must be -1 or +1, got dtype {labels.dtype}")
-    labels = labels.astype(np.float64)
-    if labels.ndim != 1 or labels.shape[0] != n_rows:
-        raise ValueError(f"got {labels.shape} labels for {n_rows} rows")
-    bad = (labels != 1) & (labels != -1)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"binary label at row {i} must be -1 or +1, got {labels[i]!r}")
-    return labels
-
-
-class BinaryClassifier(Estimator):
-    """Protocol plumbing for binary classifiers with labels -1 / +1.
-
-    Subclasses implement ``_learn_row``, ``_score_row``, ``_learn_batch`` and
-    ``score_batch`` over validated rows / batches; this class validates inputs first, so a
-    bad example raises ``ValueError`` before any learned array is touched.
-    ``predict`` returns +1 when the score is > 0 and -1 otherwise (a zero model says -1).
-    """
-
-    n_features: int
-    classes_ = (-1, 1)
-
-    def _row(self, x) -> Row:
-        return as_row(x, self.n_features)
-
-    def _batch(self, X) -> CSRBatch:
-        return as_batch(X, self.n_features)
-
-    def learn_one(self, x, y) -> Step:
-        label = check_binary_label(y)
-        indices, values = self._row(x)
-        return self._learn_row(indices, values, label)
-
-    def learn_many(self, X, y) -> Steps:
-        batch = self._batch(X)
-        labels = check_binary_labels(y, batch.n_rows)
-        return self._learn_batch(batch, labels)
-
-    def score_one(self, x) -> float:
-        indices, values = self._row(x)
-        return self._score_row(indices, values)
-
-    def score_many(self, X) -> np.ndarray:
-        return self.score_batch(self._batch(X))
-
-    def predict_one(self, x) -> int:
-        return 1 if self.score_one(x) > 0 else -1
-
-    def predict_many(self, X) -> np.ndarray:
-        return np.where(self.score_many(X) > 0, 1, -1)
-
-    def decision_function(self, X) -> np.ndarray:
-        """Alias of ``score_many`` (scikit-learn's name)."""
-        return self.score_many(X)
-
-    # implemented by subclasses
-    def _learn_row(self, indices, values, y: float) -> Step:  # pragma: no cover
-        raise NotImplementedError
-
-    def _score_row(self, indices, values) -> float:  # pragma: no cover
-        raise NotImplementedError
-
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:  # pragma: no cover
-        raise NotImplementedError
-
-    def score_batch(self, batch: CSRBatch) -> np.ndarray:  # pragma: no cover
-        """Scores of a batch already validated for this model (``core.features.as_batch``
-        with its ``n_features``): no validation, so a server that validated once scores
-        without a second pass."""
-        raise NotImplementedError
-
-
-#: Passive-aggressive variants, dispatched to the kernels as small integers.
-PA_MODES = {"pa": 0, "pa1": 1, "pa2": 2}
-
-
-def check_pa_params(mode: str, C: float) -> tuple[int, float]:
-    """Validate a PA variant name and its aggressiveness C; return the kernel's mode code."""
-    if mode not in PA_MODES:
-        raise ValueError(f"mode must be one of {sorted(PA_MODES)}, got {mode!r}")
-    if isinstance(C, bool) or not isinstance(C, int | float) or not np.isfinite(C) or C <= 0:
-        raise ValueError(f"C must be a positive finite number, got {C!r}")
-    return PA_MODES[mode], float(C)
-
-
 def steps_from(scores: np.ndarray, labels: np.ndarray, steps: np.ndarray) -> Steps:
-    """Steps of a batch from the kernels' outputs (scores before updates, step sizes)."""
+    """Steps of a batch from the PA kernels' outputs (scores before updates, step sizes):
+    hinge losses ``max(0, 1 - y score)``, aggressive where the step is positive."""
     return Steps(scores, np.maximum(0.0, 1.0 - labels * scores), steps > 0.0)

@@ -8,6 +8,14 @@ import os
 
 import numpy as np
 
+__all__ = [
+    "FLOAT",
+    "INDEX",
+    "NJIT_OPTIONS",
+    "ROOT_MAXITER",
+    "ROOT_RTOL",
+]
+
 #: Every learned array and every feature value is float64: the passive-aggressive
 #: updates are exact solutions of small optimisation problems, and we test them to 1e-9.
 FLOAT = np.float64

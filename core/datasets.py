@@ -41,6 +41,19 @@ from core.kernels.datasets import (
     _datasets_svmlight_bounds,
 )
 
+__all__ = [
+    "DATA_DIR_ENV",
+    "MNIST_N_SOURCE",
+    "DeformationStream",
+    "data_dir",
+    "load_idx",
+    "load_mnist_test",
+    "load_svmlight",
+    "mnist_split",
+    "parse_svmlight",
+    "smoothing_basis",
+]
+
 #: Environment variable that overrides :func:`data_dir`.
 DATA_DIR_ENV = "LORENTZTRON_DATA_DIR"
 
@@ -242,6 +255,13 @@ class DeformationStream:
         Smoothing (pixels) and amplitude of the elastic displacement field.
     max_rotation, max_scale, max_shear, max_shift : float
         Bounds of the affine jitter: degrees, relative scale, shear factor, pixels.
+
+    Examples
+    --------
+    >>> images = np.zeros((2, 28, 28), dtype=np.uint8); images[:, 10:18, 12:16] = 255
+    >>> X, y = DeformationStream(images, np.array([3, 7]), seed=0).take(4)
+    >>> X.shape, y.dtype, bool(X.max() <= 1.0)
+    ((4, 784), dtype('int64'), True)
 
     Attributes
     ----------

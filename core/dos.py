@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import BinaryClassifier, Step, Steps, check_pa_params, steps_from
-from core.features import CSRBatch, check_n_features
+from core.base import BinaryClassifier, Step, Steps, steps_from
+from core.features import CSRBatch
 from core.kernels.dos import (
     STEP_OK,
     _dos_learn_batch,
@@ -17,6 +17,15 @@ from core.kernels.dos import (
     _dos_score,
     _dos_score_batch,
 )
+from core.validation import (
+    check_count,
+    check_integer,
+    check_n_features,
+    check_non_negative,
+    check_pa_params,
+)
+
+__all__ = ["DoSClassifier"]
 
 
 class DoSClassifier(BinaryClassifier):
@@ -75,6 +84,8 @@ class DoSClassifier(BinaryClassifier):
         a zero start.
     seed : int
         Seed of the initialisation.
+    classes : list of 2 labels, optional
+        The labels of the negative and the positive class (default: -1 and +1).
 
     Attributes
     ----------
@@ -107,6 +118,7 @@ class DoSClassifier(BinaryClassifier):
         C: float = 1.0,
         init_scale: float | None = None,
         seed: int = 0,
+        classes: list | None = None,
     ):
         self.n_features = n_features
         self.rank = rank
@@ -115,18 +127,11 @@ class DoSClassifier(BinaryClassifier):
         self.init_scale = init_scale
         self.seed = seed
         check_n_features(n_features)
-        if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or rank < 1:
-            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        check_count("rank", rank)
         self._mode, self._C = check_pa_params(mode, C)
-        scale = 1.0 if init_scale is None else init_scale
-        if (
-            isinstance(scale, bool)
-            or not isinstance(scale, int | float)
-            or not (np.isfinite(scale) and scale >= 0)
-        ):
-            raise ValueError(f"init_scale must be None or a finite number >= 0, got {init_scale!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
+        scale = 1.0 if init_scale is None else check_non_negative("init_scale", init_scale)
+        check_integer("seed", seed)
+        self._init_classes(classes)
         shape = (rank, n_features + 1)
         std = scale / np.sqrt(rank * (n_features + 1))
         rng = np.random.default_rng(seed)
@@ -146,8 +151,10 @@ class DoSClassifier(BinaryClassifier):
         if status != STEP_OK:
             raise ValueError("the example's squared norm or score overflows float64")
         self.n_seen_ += 1
-        self.n_updates_ += nu > 0.0
-        return Step(score, max(0.0, 1.0 - y * score), nu > 0.0)
+        moved = nu > 0.0
+        self.n_updates_ += moved
+        predicted = self.classes_[1] if score > 0 else self.classes_[0]
+        return Step(score, max(0.0, 1.0 - y * score), moved, int(moved), predicted)
 
     def _score_row(self, indices, values) -> float:
         return _dos_score(self._W, indices, values)

@@ -48,6 +48,21 @@ from core.kernels.features import (
     _features_first_overflow,
     _features_sum_of_squares,
 )
+from core.validation import check_n_features
+
+__all__ = [
+    "CSRBatch",
+    "FeatureHasher",
+    "Row",
+    "as_batch",
+    "as_row",
+    "batch_from_rows",
+    "check_n_features",
+    "dense_row",
+    "first_overflowing_row",
+    "sparse_row",
+    "squared_norm",
+]
 
 Row = tuple[np.ndarray, np.ndarray]
 
@@ -57,6 +72,10 @@ class CSRBatch:
     """A validated batch of rows in compressed sparse row form.
 
     Attributes: ``indptr`` (n_rows + 1,), ``indices`` (nnz,), ``values`` (nnz,).
+
+    >>> batch = as_batch(np.array([[1.0, 0.0], [0.0, 2.0]]), 2)
+    >>> batch.n_rows, batch.row(1)
+    (2, (array([1]), array([2.])))
     """
 
     indptr: np.ndarray
@@ -70,15 +89,6 @@ class CSRBatch:
     def row(self, i: int) -> Row:
         start, stop = self.indptr[i], self.indptr[i + 1]
         return self.indices[start:stop], self.values[start:stop]
-
-
-def check_n_features(n_features: int) -> int:
-    """Validate a feature count (a positive int)."""
-    if isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
-        raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
-    if n_features < 1:
-        raise ValueError(f"n_features must be a positive integer, got {n_features}")
-    return int(n_features)
 
 
 @lru_cache(maxsize=64)

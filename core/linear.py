@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import BinaryClassifier, Step, Steps, check_pa_params, steps_from
-from core.features import CSRBatch, check_n_features
+from core.base import BinaryClassifier, Step, Steps, steps_from
+from core.features import CSRBatch
 from core.kernels.linear import (
     STEP_OK,
     _linear_learn_batch,
@@ -13,6 +13,9 @@ from core.kernels.linear import (
     _linear_score_batch,
     _linear_step,
 )
+from core.validation import check_flag, check_n_features, check_pa_params
+
+__all__ = ["LinearPA"]
 
 
 class LinearPA(BinaryClassifier):
@@ -38,6 +41,8 @@ class LinearPA(BinaryClassifier):
         Aggressiveness of PA-I / PA-II (ignored by PA).
     fit_intercept : bool
         Learn the bias ``w_[-1]``; when False the bias stays 0.
+    classes : list of 2 labels, optional
+        The labels of the negative and the positive class (default: -1 and +1).
 
     Attributes
     ----------
@@ -50,7 +55,7 @@ class LinearPA(BinaryClassifier):
     --------
     >>> model = LinearPA(n_features=2)
     >>> model.learn_one([1.0, 0.0], 1)
-    Step(score=0.0, loss=1.0, aggressive=True)
+    Step(score=0.0, loss=1.0, aggressive=True, n_aggressive=1, predicted=-1)
     >>> model.score_one([1.0, 0.0])
     1.0
     >>> model.w_
@@ -61,7 +66,13 @@ class LinearPA(BinaryClassifier):
     _scalars = ("n_seen_", "n_updates_")
 
     def __init__(
-        self, *, n_features: int, mode: str = "pa", C: float = 1.0, fit_intercept: bool = True
+        self,
+        *,
+        n_features: int,
+        mode: str = "pa",
+        C: float = 1.0,
+        fit_intercept: bool = True,
+        classes: list | None = None,
     ):
         self.n_features = n_features
         self.mode = mode
@@ -69,8 +80,8 @@ class LinearPA(BinaryClassifier):
         self.fit_intercept = fit_intercept
         check_n_features(n_features)
         self._mode, self._C = check_pa_params(mode, C)
-        if not isinstance(fit_intercept, bool):
-            raise ValueError(f"fit_intercept must be a bool, got {fit_intercept!r}")
+        check_flag("fit_intercept", fit_intercept)
+        self._init_classes(classes)
         self._bias = 1.0 if fit_intercept else 0.0
         self.w_ = np.zeros(n_features + 1)
         self.n_seen_ = 0
@@ -83,8 +94,10 @@ class LinearPA(BinaryClassifier):
         if status != STEP_OK:
             raise ValueError("the example's squared norm or score overflows float64")
         self.n_seen_ += 1
-        self.n_updates_ += tau > 0.0
-        return Step(score, max(0.0, 1.0 - y * score), tau > 0.0)
+        moved = tau > 0.0
+        self.n_updates_ += moved
+        predicted = self.classes_[1] if score > 0 else self.classes_[0]
+        return Step(score, max(0.0, 1.0 - y * score), moved, int(moved), predicted)
 
     def _score_row(self, indices, values) -> float:
         return _linear_score(self.w_, indices, values, self._bias)

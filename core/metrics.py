@@ -25,6 +25,17 @@ from collections import deque
 
 import numpy as np
 
+__all__ = [
+    "ProgressiveAccuracy",
+    "ProgressiveRMSE",
+    "accuracy",
+    "expected_calibration_error",
+    "log_loss",
+    "ndcg_at_k",
+    "reliability_curve",
+    "rmse",
+]
+
 
 def accuracy(y_true, y_pred) -> float:
     """Fraction of equal labels."""
@@ -39,6 +50,60 @@ def rmse(y_true, y_pred) -> float:
         return float("nan")
     diff = y_true - y_pred
     return float(np.sqrt(np.mean(diff * diff)))
+
+
+def log_loss(probabilities, y_index, eps: float = 1e-15) -> float:
+    """Mean negative log-likelihood of the true classes.
+
+    ``probabilities``: shape (n,) for P(positive) of a binary model (``y_index`` 0 or 1) or
+    (n, n_classes) (``y_index`` the true class's column); clipped to ``[eps, 1 - eps]``.
+
+    >>> round(log_loss([0.9, 0.2], [1, 0]), 4)
+    0.1643
+    >>> round(log_loss([[0.7, 0.3], [0.5, 0.5]], [0, 1]), 4)
+    0.5249
+    """
+    p = np.asarray(probabilities, dtype=float)
+    y = np.asarray(y_index, dtype=np.int64)
+    if p.shape[0] != y.shape[0] or p.ndim not in (1, 2):
+        raise ValueError(f"got probabilities of shape {p.shape} for {y.shape[0]} labels")
+    if p.ndim == 1:
+        p = np.column_stack([1.0 - p, p])
+    if np.any((y < 0) | (y >= p.shape[1])):
+        raise ValueError("a class index is outside the probabilities' columns")
+    chosen = np.clip(p[np.arange(y.shape[0]), y], eps, 1.0 - eps)
+    return float(-np.mean(np.log(chosen))) if y.size else float("nan")
+
+
+def reliability_curve(confidence, correct, n_bins: int = 10):
+    """The reliability (calibration) curve: examples binned by predicted probability into
+    ``n_bins`` equal-width bins of [0, 1]; per bin the mean predicted probability, the
+    observed frequency of the event and the count (empty bins are left out).
+
+    >>> mean, frequency, count = reliability_curve([0.1, 0.15, 0.8, 0.9], [0, 1, 1, 1], 2)
+    >>> mean.round(3).tolist(), frequency.tolist(), count.tolist()
+    ([0.125, 0.85], [0.5, 1.0], [2, 2])
+    """
+    confidence = np.asarray(confidence, dtype=float)
+    correct = np.asarray(correct, dtype=float)
+    if confidence.shape != correct.shape or confidence.ndim != 1:
+        raise ValueError("confidence and correct must be 1-D arrays of one length")
+    bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
+    count = np.bincount(bins, minlength=n_bins)
+    total = np.bincount(bins, weights=confidence, minlength=n_bins)
+    hits = np.bincount(bins, weights=correct, minlength=n_bins)
+    used = count > 0
+    return total[used] / count[used], hits[used] / count[used], count[used]
+
+
+def expected_calibration_error(confidence, correct, n_bins: int = 10) -> float:
+    """``sum_b (n_b / n) |mean confidence_b - frequency_b|`` over the reliability curve's bins.
+
+    >>> round(expected_calibration_error([0.1, 0.15, 0.8, 0.9], [0, 1, 1, 1], 2), 4)
+    0.2625
+    """
+    mean, frequency, count = reliability_curve(confidence, correct, n_bins)
+    return float(np.sum(count * np.abs(mean - frequency)) / np.sum(count))
 
 
 def ndcg_at_k(
@@ -120,7 +185,12 @@ class _Progressive:
 
 class ProgressiveAccuracy(_Progressive):
     """Accuracy of predictions made before learning (``update(y_true, y_pred)`` per example,
-    ``update_many`` per batch); ``value`` over everything, ``recent`` over the window."""
+    ``update_many`` per batch); ``value`` over everything, ``recent`` over the window.
+
+    >>> metric = ProgressiveAccuracy(window=2)
+    >>> metric.update_many(["a", "b", "b"], ["a", "a", "b"]); metric.value, metric.recent
+    (0.6666666666666666, 0.5)
+    """
 
     def update(self, y_true, y_pred) -> None:
         self._add(np.array([1.0 if y_true == y_pred else 0.0]))
@@ -139,7 +209,12 @@ class ProgressiveAccuracy(_Progressive):
 
 
 class ProgressiveRMSE(_Progressive):
-    """RMSE of predictions made before learning (squared errors accumulated)."""
+    """RMSE of predictions made before learning (squared errors accumulated).
+
+    >>> metric = ProgressiveRMSE()
+    >>> metric.update(1.0, 2.0); metric.update(3.0, 3.0); round(metric.value, 4)
+    0.7071
+    """
 
     def update(self, y_true, y_pred) -> None:
         self.update_many([y_true], [y_pred])

@@ -15,47 +15,18 @@ float64) is checked before the first sub-model learns, so a bad example changes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, check_classes
+from core.base import BinaryClassifier, Estimator, Step, Steps
 from core.config import INDEX
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
+from core.labels import LabelMap
 
-Label = int | str
+__all__ = ["OneVsOne", "OneVsRest", "OrdinalMcRank"]
 
-
-@dataclass(frozen=True)
-class MulticlassStep:
-    """What one multiclass ``learn_one`` did.
-
-    ``predicted``: the label the model predicted before the update (progressive validation:
-    the paper's error rates on training examples); ``loss``: the sum of the hinge losses,
-    before the update, of the binary models that learned from the example (all of them for
-    one-vs-rest, the ``n_classes - 1`` pairs of the example's class for one-vs-one);
-    ``n_aggressive``: how many of those binary models made an aggressive update.
-    """
-
-    predicted: Label
-    loss: float
-    n_aggressive: int
-
-
-@dataclass(frozen=True)
-class MulticlassSteps:
-    """What one multiclass ``learn_many`` did, per example: ``losses`` (float, shape (n,))
-    and ``n_aggressive`` (int, shape (n,)) mean what they mean in :class:`MulticlassStep`,
-    and are bit-identical to the ``learn_one`` loop's.
-
-    There is no ``predicted``: one-vs-one learns a batch pair by pair, so the votes of the
-    pairs that do not learn from an example are never computed at that example's time. Call
-    ``predict_many`` before ``learn_many`` for the batch-start predictions, or ``learn_one``
-    for exact progressive validation.
-    """
-
-    losses: np.ndarray
-    n_aggressive: np.ndarray
+Label = Hashable
 
 
 class _Reduction:
@@ -76,14 +47,9 @@ class _Reduction:
             )
         if getattr(base, "task", "binary") != "binary":
             raise ValueError(f"base must be a binary classifier, got task={base.task!r}")
-        self.classes_ = check_classes(classes)
-        self._string_classes = isinstance(self.classes_[0], str)
-        self._index = {label: k for k, label in enumerate(self.classes_)}
-        self._labels = np.array(self.classes_, dtype=object if self._string_classes else INDEX)
-        # for vectorised label lookups: classes sorted, and their positions in classes_
-        self._sort = np.argsort(self._labels.astype(str) if self._string_classes else self._labels)
-        self._sorted = self._labels[self._sort].astype(str if self._string_classes else INDEX)
-        self._known = [c.item() if isinstance(c, np.generic) else c for c in self.classes_]
+        self._label_map = LabelMap(classes)
+        self.classes_ = self._label_map.classes
+        self._labels = self._label_map.array
         self.n_seen_ = 0
 
     @property
@@ -96,49 +62,11 @@ class _Reduction:
 
     # -- labels ------------------------------------------------------------------------
     def _class_index(self, y) -> int:
-        if self._string_classes:
-            valid_type = isinstance(y, str)
-        else:
-            valid_type = isinstance(y, int | np.integer) and not isinstance(y, bool)
-        k = self._index.get(y) if valid_type else None
-        if k is None:
-            raise ValueError(f"unknown label {y!r}: the known classes are {self._known}")
-        return k
+        return self._label_map.index(y)
 
     def _class_indices(self, y, n_rows: int) -> np.ndarray:
         """Class indices of a batch's labels: one known label per row."""
-        if isinstance(y, np.ndarray):
-            if y.ndim != 1:
-                raise ValueError(f"labels of a batch must be 1-D, got shape {y.shape}")
-        elif isinstance(y, str | bytes | dict):
-            raise ValueError("labels of a batch must be a sequence, one label per row")
-        else:
-            try:
-                y = list(y)
-            except TypeError:
-                raise ValueError(
-                    "labels of a batch must be a sequence, one label per row"
-                ) from None
-        if len(y) != n_rows:
-            raise ValueError(f"got {len(y)} labels for {n_rows} rows")
-        fast = isinstance(y, np.ndarray) and y.dtype.kind == ("U" if self._string_classes else "i")
-        if fast:
-            position = np.minimum(np.searchsorted(self._sorted, y), len(self._sorted) - 1)
-            unknown = np.flatnonzero(self._sorted[position] != y)
-            if unknown.size == 0:
-                return self._sort[position].astype(INDEX)
-            first = int(unknown[0])
-            raise ValueError(
-                f"label at row {first}: unknown label {y[first].item()!r}: "
-                f"the known classes are {self._known}"
-            )
-        indices = np.empty(n_rows, dtype=INDEX)
-        for i, label in enumerate(y):
-            try:
-                indices[i] = self._class_index(label)
-            except ValueError as error:
-                raise ValueError(f"label at row {i}: {error}") from None
-        return indices
+        return self._label_map.indices(y, n_rows)
 
     # -- prediction --------------------------------------------------------------------
     def _model_scores_row(self, indices, values) -> np.ndarray:
@@ -163,6 +91,38 @@ class _Reduction:
         """Predicted classes of a batch: int64 array for int classes, object array for strings."""
         batch = as_batch(X, self.n_features)
         return self._labels[self._winners(self._model_scores_batch(batch))]
+
+    # -- probabilities ---------------------------------------------------------------------
+    def _binary_probabilities(self, model_scores: np.ndarray) -> np.ndarray:
+        """P(+1) of every binary model for its scores, shape (n_rows, n_models)."""
+        out = np.empty(model_scores.shape)
+        for k, model in enumerate(self.models_):
+            try:
+                out[:, k] = model.proba_from_scores(model_scores[:, k])
+            except ValueError:
+                raise ValueError(
+                    f"the binary models give no probabilities: build the reduction on "
+                    f"base=core.calibration.Calibrated(model={type(self.base).__name__}(...))"
+                ) from None
+        return out
+
+    def _probabilities(self, model_scores: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def predict_proba_one(self, x) -> np.ndarray:
+        """Class probabilities of one example, shape (n_classes,) in the order of
+        ``classes_`` (the binary models must give probabilities: see ``core.calibration``)."""
+        indices, values = as_row(x, self.n_features)
+        return self._probabilities(self._model_scores_row(indices, values)[None, :])[0]
+
+    def predict_proba_many(self, X) -> np.ndarray:
+        """Class probabilities of a batch, shape (n_rows, n_classes)."""
+        batch = as_batch(X, self.n_features)
+        return self._probabilities(self._model_scores_batch(batch))
+
+    def proba_from_batch(self, batch: CSRBatch) -> np.ndarray:
+        """``predict_proba_many`` of a batch already validated for this model."""
+        return self._probabilities(self._model_scores_batch(batch))
 
     # -- learning checks -----------------------------------------------------------------
     def _check_learnable_row(self, indices, values, model_scores, learners) -> None:
@@ -205,8 +165,8 @@ class OneVsOne(_Reduction, Estimator):
     ----------
     base : BinaryClassifier
         The binary model (labels -1/+1) cloned for every pair; it is not trained itself.
-    classes : list of int or list of str
-        At least two distinct labels, all ints or all strings; stored as given. Their order
+    classes : list
+        At least two distinct hashable labels (``core.labels``); stored as given. Their order
         fixes the pairs and breaks the last ties.
 
     Attributes
@@ -271,13 +231,39 @@ class OneVsOne(_Reduction, Estimator):
         return votes.reshape(shape).astype(INDEX), confidence.reshape(shape)
 
     def _winners(self, pair_scores: np.ndarray) -> np.ndarray:
-        votes, confidence = self._decide(pair_scores)
+        return self._winners_of(*self._decide(pair_scores))
+
+    def _winners_of(self, votes: np.ndarray, confidence: np.ndarray) -> np.ndarray:
         tied = votes == votes.max(axis=1, keepdims=True)
         # argmax returns the first maximum: the lowest class index among equal confidences
         winners = np.argmax(np.where(tied, confidence, -np.inf), axis=1)
         outside = ~tied[np.arange(len(winners)), winners]  # only if confidences are -inf
         winners[outside] = np.argmax(tied[outside], axis=1)
         return winners
+
+    def _probabilities(self, pair_scores: np.ndarray) -> np.ndarray:
+        """Pairwise coupling (Wu, Lin and Weng 2004, method 2, as in libsvm): with
+        ``r_ij = P(i | i or j, x)`` from pair (i, j)'s calibrated model, ``p`` minimises
+        ``sum_i sum_{j != i} (r_ji p_i - r_ij p_j)^2`` subject to ``sum_i p_i = 1``, the
+        solution of ``[[Q, 1], [1^T, 0]] [p; b] = [0; 1]`` with ``Q_ii = sum_{j != i} r_ji^2``
+        and ``Q_ij = -r_ji r_ij`` (non-negative by their Theorem 2; rounding is clipped)."""
+        n_rows, n_classes = pair_scores.shape[0], len(self.classes_)
+        first = self._binary_probabilities(pair_scores)  # r_ij for each pair (i, j), i < j
+        r = np.zeros((n_rows, n_classes, n_classes))
+        r[:, self._first, self._second] = first
+        r[:, self._second, self._first] = 1.0 - first
+        system = np.zeros((n_rows, n_classes + 1, n_classes + 1))
+        rt = np.swapaxes(r, 1, 2)  # rt[i, j] = r_ji
+        system[:, :n_classes, :n_classes] = -rt * r
+        diagonal = np.arange(n_classes)
+        system[:, diagonal, diagonal] = np.sum(rt * rt, axis=2)
+        system[:, :n_classes, n_classes] = 1.0
+        system[:, n_classes, :n_classes] = 1.0
+        right = np.zeros((n_rows, n_classes + 1))
+        right[:, n_classes] = 1.0
+        p = np.linalg.solve(system, right[..., None])[..., 0][:, :n_classes]
+        p = np.clip(p, 0.0, None)
+        return p / p.sum(axis=1, keepdims=True)
 
     def decision_one(self, x) -> tuple[np.ndarray, np.ndarray]:
         """``(votes, confidence)`` of one example, each of shape (n_classes,)."""
@@ -307,14 +293,21 @@ class OneVsOne(_Reduction, Estimator):
         return _squash(votes, confidence)
 
     # -- learning --------------------------------------------------------------------------
-    def learn_one(self, x, y) -> MulticlassStep:
-        """Learn one example: the ``n_classes - 1`` pairs of its class update, the others not."""
+    def learn_one(self, x, y) -> Step:
+        """Learn one example: the ``n_classes - 1`` pairs of its class update, the others not.
+
+        Returns a :class:`core.base.Step` whose ``score`` is ``score_one(x)`` before the update,
+        ``predicted`` the class predicted then, ``loss`` the sum of the hinge losses of the
+        pairs that learned, and ``n_aggressive`` how many of them updated.
+        """
         target = self._class_index(y)
         indices, values = as_row(x, self.n_features)
         pair_scores = self._model_scores_row(indices, values)
         learners = self._pairs_of[target]
         self._check_learnable_row(indices, values, pair_scores, learners)
-        predicted = self._winners(pair_scores[None, :])[0]
+        votes, confidence = self._decide(pair_scores[None, :])
+        predicted = self._winners_of(votes, confidence)[0]
+        score = _squash(votes, confidence)[0]
         loss, n_aggressive = 0.0, 0
         for p in learners:
             label = 1.0 if self.pairs_[p][0] == target else -1.0
@@ -322,10 +315,15 @@ class OneVsOne(_Reduction, Estimator):
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
-        return MulticlassStep(self.classes_[predicted], loss, n_aggressive)
+        return Step(score, loss, n_aggressive > 0, n_aggressive, self.classes_[predicted])
 
-    def learn_many(self, X, y) -> MulticlassSteps:
+    def learn_many(self, X, y) -> Steps:
         """Learn a batch in order (bit-identical to the ``learn_one`` loop).
+
+        The :class:`core.base.Steps` hold the losses and ``aggressive_counts`` of the
+        ``learn_one`` loop; no ``scores`` nor ``predicted``: the batch is learned pair by pair,
+        so the votes of the pairs that do not learn from an example are never computed at that
+        example's time (call ``predict_many`` first for the batch-start predictions).
 
         Inputs, labels and squared norms are checked before any pair learns. A score that
         overflows float64 in the middle of a batch (it depends on the state, so it cannot be
@@ -349,7 +347,7 @@ class OneVsOne(_Reduction, Estimator):
             losses[rows] += steps.losses
             n_aggressive[rows] += steps.aggressive
         self.n_seen_ += batch.n_rows
-        return MulticlassSteps(losses, n_aggressive)
+        return Steps(None, losses, n_aggressive > 0, n_aggressive)
 
 
 class OneVsRest(_Reduction, Estimator):
@@ -363,8 +361,8 @@ class OneVsRest(_Reduction, Estimator):
     ----------
     base : BinaryClassifier
         The binary model (labels -1/+1) cloned for every class; it is not trained itself.
-    classes : list of int or list of str
-        At least two distinct labels, all ints or all strings; stored as given.
+    classes : list
+        At least two distinct hashable labels (``core.labels``); stored as given.
 
     Attributes
     ----------
@@ -402,6 +400,14 @@ class OneVsRest(_Reduction, Estimator):
     def _winners(self, model_scores: np.ndarray) -> np.ndarray:
         return np.argmax(model_scores, axis=1)
 
+    def _probabilities(self, model_scores: np.ndarray) -> np.ndarray:
+        """Each class's calibrated ``P(class k | x)`` against the rest, normalised to sum to 1
+        (uniform where every model says 0)."""
+        p = self._binary_probabilities(model_scores)
+        total = p.sum(axis=1, keepdims=True)
+        uniform = np.full_like(p, 1.0 / p.shape[1])
+        return np.where(total > 0.0, p / np.where(total > 0.0, total, 1.0), uniform)
+
     def score_one(self, x) -> np.ndarray:
         """The binary models' scores for one example, shape (n_classes,)."""
         indices, values = as_row(x, self.n_features)
@@ -411,8 +417,9 @@ class OneVsRest(_Reduction, Estimator):
         """The binary models' scores for a batch, shape (n_rows, n_classes)."""
         return self._model_scores_batch(as_batch(X, self.n_features))
 
-    def learn_one(self, x, y) -> MulticlassStep:
-        """Learn one example: every binary model updates."""
+    def learn_one(self, x, y) -> Step:
+        """Learn one example: every binary model updates. Returns a :class:`core.base.Step`
+        (``score``: the binary models' scores before the update)."""
         target = self._class_index(y)
         indices, values = as_row(x, self.n_features)
         model_scores = self._model_scores_row(indices, values)
@@ -424,9 +431,9 @@ class OneVsRest(_Reduction, Estimator):
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
-        return MulticlassStep(self.classes_[predicted], loss, n_aggressive)
+        return Step(model_scores, loss, n_aggressive > 0, n_aggressive, self.classes_[predicted])
 
-    def learn_many(self, X, y) -> MulticlassSteps:
+    def learn_many(self, X, y) -> Steps:
         """Learn a batch in order (bit-identical to the ``learn_one`` loop); see
         :meth:`OneVsOne.learn_many` for what is checked before any model learns."""
         batch = as_batch(X, self.n_features)
@@ -434,6 +441,7 @@ class OneVsRest(_Reduction, Estimator):
         _check_squared_norms(batch)
         losses = np.zeros(batch.n_rows)
         n_aggressive = np.zeros(batch.n_rows, dtype=INDEX)
+        scores = np.empty((batch.n_rows, len(self.models_)))
         for k, model in enumerate(self.models_):
             labels = np.where(targets == k, 1.0, -1.0)
             try:
@@ -442,8 +450,10 @@ class OneVsRest(_Reduction, Estimator):
                 raise ValueError(f"{self._describe(k)}: {error}; earlier models learned") from None
             losses += steps.losses
             n_aggressive += steps.aggressive
+            scores[:, k] = steps.scores
         self.n_seen_ += batch.n_rows
-        return MulticlassSteps(losses, n_aggressive)
+        predicted = self._labels[self._winners(scores)]
+        return Steps(scores, losses, n_aggressive > 0, n_aggressive, predicted)
 
 
 def _check_squared_norms(batch: CSRBatch) -> None:

@@ -10,16 +10,9 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from core.base import (
-    BinaryClassifier,
-    Estimator,
-    Step,
-    Steps,
-    check_binary_label,
-    check_binary_labels,
-)
+from core.base import BinaryClassifier, Estimator, Step, Steps
 from core.config import FLOAT, INDEX
-from core.features import CSRBatch, check_n_features
+from core.features import CSRBatch
 from core.kernels.pqr import (
     OPTIMIZER_FTRL,
     OPTIMIZER_OGD,
@@ -33,6 +26,9 @@ from core.kernels.pqr import (
     _pqr_step,
     _pqr_weights,
 )
+from core.validation import check_choice, check_n_features, check_non_negative, check_positive
+
+__all__ = ["DEFAULT_WARMUP", "PQR", "top_k"]
 
 TASKS = {"binary": TASK_BINARY, "regression": TASK_REGRESSION}
 OPTIMIZERS = {"ftrl": OPTIMIZER_FTRL, "ogd": OPTIMIZER_OGD}
@@ -109,6 +105,9 @@ class PQR(BinaryClassifier):
     warmup : int or None
         Examples before H is set; None means 1000 for ``"topk"`` (must then be >= 1 when
         k > 0) and 0 for an explicit list.
+    classes : list of 2 labels, optional
+        ``task="binary"`` only: the labels of the negative and the positive class (default:
+        -1 and +1).
 
     Attributes
     ----------
@@ -158,6 +157,7 @@ class PQR(BinaryClassifier):
         l2: float = 0.0,
         separation: str | list[int] = "topk",
         warmup: int | None = None,
+        classes: list | None = None,
     ):
         self.n_features = n_features
         self.k = k
@@ -173,16 +173,15 @@ class PQR(BinaryClassifier):
         if isinstance(k, bool) or not isinstance(k, Integral) or k < 0:
             raise ValueError(f"k must be a non-negative integer, got {k!r}")
         k = int(k)
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
-        self._task = TASKS[task]
-        self._optimizer = OPTIMIZERS[optimizer]
-        self._alpha = _check_real("alpha", alpha, positive=True)
-        self._beta = _check_real("beta", beta, positive=True)
-        self._l1 = _check_real("l1", l1)
-        self._l2 = _check_real("l2", l2)
+        self._task = TASKS[check_choice("task", task, sorted(TASKS))]
+        self._optimizer = OPTIMIZERS[check_choice("optimizer", optimizer, sorted(OPTIMIZERS))]
+        self._alpha = check_positive("alpha", alpha)
+        self._beta = check_positive("beta", beta)
+        self._l1 = check_non_negative("l1", l1)
+        self._l2 = check_non_negative("l2", l2)
+        if classes is not None and task != "binary":
+            raise ValueError("classes are labels of task='binary'; regression takes numbers")
+        self._init_classes(classes)
         self._explicit = _check_separation(separation, d, k)
         if warmup is None:
             self._warmup = DEFAULT_WARMUP if self._explicit is None else 0
@@ -214,11 +213,13 @@ class PQR(BinaryClassifier):
 
     def learn_many(self, X, y) -> Steps:
         batch = self._batch(X)
-        return self._learn_batch(batch, self._labels(y, batch.n_rows))
+        steps = self._learn_batch(batch, self._labels(y, batch.n_rows))
+        predicted = steps.scores if self._task == TASK_REGRESSION else self._labels_of(steps.scores)
+        return Steps(steps.scores, steps.losses, steps.aggressive, None, predicted)
 
     def _label(self, y) -> float:
         if self._task == TASK_BINARY:
-            return check_binary_label(y)
+            return self._binary_label(y)
         if isinstance(y, bool | np.bool_) or not isinstance(y, Real | np.number):
             raise ValueError(f"regression label must be a finite number, got {y!r}")
         if not np.isfinite(y):
@@ -227,7 +228,7 @@ class PQR(BinaryClassifier):
 
     def _labels(self, y, n_rows: int) -> np.ndarray:
         if self._task == TASK_BINARY:
-            return check_binary_labels(y, n_rows)
+            return self._binary_labels(y, n_rows)
         labels = np.asarray(y)
         if labels.dtype == bool or labels.dtype.kind not in "iuf":
             raise ValueError(f"regression labels must be finite numbers, got dtype {labels.dtype}")
@@ -277,7 +278,11 @@ class PQR(BinaryClassifier):
             raise ValueError("the example's expansion, score, loss or gradient overflows float64")
         self.n_seen_ += 1
         self._after_learning(1)
-        return Step(score, loss, moved)
+        if self._task == TASK_REGRESSION:
+            predicted = score
+        else:
+            predicted = self.classes_[1] if score > 0 else self.classes_[0]
+        return Step(score, loss, moved, int(moved), predicted)
 
     def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         n_rows = batch.n_rows
@@ -380,17 +385,12 @@ class PQR(BinaryClassifier):
             return self.score_many(X)
         return super().predict_many(X)
 
-    def predict_proba_one(self, x) -> float:
-        """P(y = +1 | x) = sigmoid(score) (binary task only)."""
+    def proba_from_scores(self, scores) -> np.ndarray:
+        """P(y = classes_[1]) = sigmoid(score): the logistic model's own probability (binary
+        task only)."""
         if self._task != TASK_BINARY:
             raise ValueError("predict_proba is only defined for task='binary'")
-        return float(_sigmoid(np.array([self.score_one(x)]))[0])
-
-    def predict_proba_many(self, X) -> np.ndarray:
-        """P(y = +1 | x) for every row (binary task only)."""
-        if self._task != TASK_BINARY:
-            raise ValueError("predict_proba is only defined for task='binary'")
-        return _sigmoid(self.score_many(X))
+        return _sigmoid(np.asarray(scores, dtype=FLOAT))
 
     # -- separation --------------------------------------------------------------------------
     def reestimate_separation(self) -> np.ndarray:
@@ -503,14 +503,6 @@ def _sigmoid(s: np.ndarray) -> np.ndarray:
     s = np.asarray(s, dtype=FLOAT)
     e = np.exp(-np.abs(s))
     return np.where(s >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _check_real(name: str, value, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
-    return float(value)
 
 
 def _check_separation(separation, n_features: int, k: int) -> np.ndarray | None:

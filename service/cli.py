@@ -65,15 +65,12 @@ M_MMAP_THRESHOLD = -3
 def tune_malloc() -> bool:
     """Keep freed memory for reuse (glibc only; False elsewhere or if refused).
 
-    By default glibc serves every allocation above 128 KiB-32 MiB with its own ``mmap`` and
-    unmaps it when freed, and returns free heap top to the OS. A bulk feedback request
-    allocates tens of MB of temporaries (the body, the parsed batch, its log record, the
-    rollback copy of the model, the averaging fold's copies), so each request faulted all of
-    it in again, page by page: 390,000 page faults per 8 s and 4 of the 10 s of CPU in the
-    kernel at 2^18 x 16. With the mmap threshold at 1 GiB and the trim threshold at 2 GiB
-    the same run had 2,000 page faults and learned 35% more examples per second; the
-    resident size stays near its peak (1.2 GB against 0.65-0.7 GB after the run; the peak
-    1.34 GB against 1.14 GB)."""
+    By default glibc serves large allocations with their own ``mmap`` and unmaps them when
+    freed, so every bulk feedback request (tens of MB of temporaries: the body, the parsed
+    batch, its log record, the rollback copy, the averaging copies) faults its memory in
+    again page by page. Raising the mmap and trim thresholds keeps that memory for reuse, at
+    the price of a resident size that stays near its peak (docs/benchmarks.md has the
+    measurements)."""
     import ctypes
     import ctypes.util
 

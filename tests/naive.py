@@ -468,3 +468,50 @@ def min_norm_boost(U, V):
 def running_mean(previous, new, m: int):
     """Eq (28) for one array."""
     return previous + (new - previous) / m
+
+
+def platt_online(scores, positives, memory: int, ridge: float = 1.0):
+    """Online Platt scaling written as a 2 x 2 Newton step per example with numpy's solve:
+    returns (a, b) after the stream (the kernel's recursion, by matrices)."""
+    decay = 1.0 - 1.0 / memory
+    theta = np.zeros(2)
+    H = np.zeros((2, 2))
+    n_neg = n_pos = weight = square = 0.0
+    for s, positive in zip(scores, positives, strict=True):
+        n_neg, n_pos = decay * n_neg, decay * n_pos
+        if positive:
+            n_pos += 1.0
+            t = (n_pos + 1.0) / (n_pos + 2.0)
+        else:
+            n_neg += 1.0
+            t = 1.0 / (n_neg + 2.0)
+        weight, square = decay * weight + 1.0, decay * square + s * s
+        z = np.array([s, 1.0])
+        p = 1.0 / (1.0 + math.exp(-(theta @ z)))
+        H = decay * H + p * (1.0 - p) * np.outer(z, z)
+        R = ridge * np.diag([square / weight, 1.0])
+        theta = theta - np.linalg.solve(H + R, (p - t) * z)
+    return theta
+
+
+def coupling_by_optimisation(r: np.ndarray) -> np.ndarray:
+    """Wu, Lin and Weng's method 2 solved as a constrained least squares by scipy (SLSQP):
+    min sum_{i != j} (r_ji p_i - r_ij p_j)^2 s.t. sum p = 1, p >= 0."""
+    from scipy.optimize import minimize
+
+    k = r.shape[0]
+
+    def objective(p):
+        return sum(
+            (r[j, i] * p[i] - r[i, j] * p[j]) ** 2 for i in range(k) for j in range(k) if i != j
+        )
+
+    result = minimize(
+        objective,
+        np.full(k, 1.0 / k),
+        method="SLSQP",
+        bounds=[(0.0, 1.0)] * k,
+        constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1.0}],
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
+    return result.x

@@ -6,9 +6,9 @@ import pytest
 from core.align import aligned_average
 from core.averaging import Averaged
 from core.base import Estimator, Step, Steps, from_state, params_spec
+from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
-from tests.generic import check_estimator, digest
 
 
 def binary_stream(n=60, d=5, seed=0):

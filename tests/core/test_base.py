@@ -1,10 +1,15 @@
 import numpy as np
 import pytest
 
-from core.base import check_binary_label, check_pa_params, from_spec, params_spec
+from core.base import from_spec, from_state, params_spec, state_digest
+from core.checks import check_estimator
 from core.dos import DoSClassifier
+from core.labels import check_binary_label
 from core.linear import LinearPA
-from tests.generic import check_estimator
+from core.multiclass import OneVsOne
+from core.pqr import PQR
+from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
+from core.validation import check_pa_params
 
 
 def binary_stream(n=60, d=5, seed=0):
@@ -84,3 +89,72 @@ def test_get_state_in_memory_order_and_meta():
     assert meta["scalars"]["n_seen_"] == 5 and "live.n_seen_" in meta["scalars"]
     with pytest.raises(ValueError, match="order"):
         model.get_state(order="F")
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda classes: LinearPA(n_features=5, classes=classes),
+        lambda classes: DoSClassifier(n_features=5, rank=2, seed=3, classes=classes),
+        lambda classes: PQR(n_features=5, k=2, warmup=10, classes=classes),
+        lambda classes: Perceptron(n_features=5, classes=classes),
+        lambda classes: EllipsoidPerceptron(n_features=5, classes=classes),
+        lambda classes: ShorPerceptron(n_features=5, classes=classes),
+    ],
+)
+@pytest.mark.parametrize("classes", [["ham", "spam"], [False, True], [0, 1], [3.5, None]])
+def test_any_two_labels_learn_the_model_of_minus_one_plus_one(factory, classes):
+    """classes[0] is learned as -1 and classes[1] as +1: the same model, steps and scores as
+    the -1 / +1 labels, and predictions in the given labels."""
+    X, y = binary_stream()
+    labels = [classes[1] if v > 0 else classes[0] for v in y]
+    plain, named = factory(None), factory(classes)
+    plain_steps = [plain.learn_one(x, v) for x, v in zip(X, y, strict=True)]
+    named_steps = [named.learn_one(x, v) for x, v in zip(X, labels, strict=True)]
+    assert [s[:3] for s in plain_steps] == [s[:3] for s in named_steps]
+    assert [s.predicted for s in named_steps] == [
+        classes[1] if s.predicted == 1 else classes[0] for s in plain_steps
+    ]
+    assert named.classes_ == tuple(classes)
+    for (name, a), (other, b) in zip(plain.arrays(), named.arrays(), strict=True):
+        assert name == other and np.array_equal(a, b)
+    expected = [classes[1] if v == 1 else classes[0] for v in plain.predict_many(X)]
+    assert list(named.predict_many(X)) == expected
+    assert named.predict_one(X[0]) == expected[0]
+    batch = factory(classes)
+    batch.learn_many(X, np.asarray(labels, dtype=object))
+    assert state_digest(batch.get_state()) == state_digest(named.get_state())
+    check_estimator(
+        lambda: factory(classes), X, labels, bad_labels=("eggs", 2, -1 if 0 in classes else 0)
+    )
+
+
+def test_binary_classes_are_checked():
+    with pytest.raises(ValueError, match="2 classes"):
+        LinearPA(n_features=2, classes=["a", "b", "c"])
+    with pytest.raises(ValueError, match="distinct"):
+        LinearPA(n_features=2, classes=[1, True])
+    with pytest.raises(ValueError, match="task='binary'"):
+        PQR(n_features=2, task="regression", classes=[0, 1])
+    model = LinearPA(n_features=1, classes=[False, True])
+    with pytest.raises(ValueError, match="unknown label 1"):
+        model.learn_one([1.0], 1)  # True is the class, not 1
+    tuple_labels = LinearPA(n_features=1, classes=[(0, 1), (1, 0)])
+    tuple_labels.learn_one([1.0], (1, 0))
+    with pytest.raises(ValueError, match="cannot be written into a state"):
+        tuple_labels.get_state()
+
+
+def test_a_state_written_before_classes_existed_still_loads():
+    model = OneVsOne(base=DoSClassifier(n_features=3, rank=2), classes=["a", "b", "c"])
+    model.learn_one([1.0, 0.0, 0.0], "a")
+    state = model.get_state()
+    old = {**state, "params": {**state["params"], "base": {**state["params"]["base"]}}}
+    old["params"]["base"]["params"] = {
+        k: v for k, v in state["params"]["base"]["params"].items() if k != "classes"
+    }
+    assert "classes" not in old["params"]["base"]["params"]
+    assert state_digest(from_state(old).get_state()) == state_digest(state)
+    changed = {**old, "params": {**old["params"], "classes": ["a", "b", "d"]}}
+    with pytest.raises(ValueError, match="different hyperparameters"):
+        model.set_state(changed)

@@ -10,18 +10,12 @@ import pytest
 import scipy.sparse as sp
 
 from core.base import from_state, state_digest
+from core.checks import check_estimator
 from core.features import as_batch
 from core.kernels.mofm import LOSSES, PENALTIES, _mofm_project, _mofm_score
-from core.mofm import (
-    SELECTION_NORM,
-    MultiOutputPN,
-    Reservoir,
-    _Problem,
-    batch_loss_grad,
-    select_basis,
-)
+from core.mofm import MultiOutputPN, Problem, Reservoir, batch_loss_grad, select_basis
+from core.mofm.algorithm1 import SELECTION_NORM
 from tests import naive
-from tests.generic import check_estimator
 
 ACTIVATION_NAMES = ("square", "anova")
 
@@ -61,11 +55,11 @@ def clusters(n=300, d=4, classes=(1, 3, 5), seed=0):
 
 
 def problem_for(X, G_rows=None, activation="square", gram="auto", m=3, seed=0):
-    """A _Problem over X with random loss gradients G (the selection only needs G)."""
+    """A Problem over X with random loss gradients G (the selection only needs G)."""
     rng = np.random.default_rng(seed)
     batch = as_batch(X, X.shape[1])
     T = np.eye(m)[rng.integers(m, size=batch.n_rows)]
-    problem = _Problem(batch, X.shape[1], T, 1, 0 if activation == "square" else 1, gram)
+    problem = Problem(batch, X.shape[1], T, 1, 0 if activation == "square" else 1, gram)
     G = rng.standard_normal((batch.n_rows, m)) if G_rows is None else G_rows
     return problem, G
 
@@ -152,7 +146,7 @@ def test_model_gradients_match_finite_differences(activation):
     rng = np.random.default_rng(4)
     X = rng.standard_normal((25, 4))
     T = np.eye(3)[rng.integers(3, size=25)]
-    problem = _Problem(as_batch(X, 4), 4, T, 0, ACTIVATIONS[activation], "auto")
+    problem = Problem(as_batch(X, 4), 4, T, 0, ACTIVATIONS[activation], "auto")
     H = rng.standard_normal((3, 5)) * 0.4
     V = rng.standard_normal((3, 3))
 
@@ -340,7 +334,7 @@ def test_sparse_high_dimensional_fit_never_forms_gamma(monkeypatch):
     noise = sp.random(n, d - 2, density=0.01, random_state=11, format="csr")
     X = sp.hstack([sp.csr_matrix(planted), noise], format="csr")
     y = np.where(planted[:, 0] * planted[:, 1] > 0, 1, 2)
-    monkeypatch.setattr(_Problem, "gammas", None)
+    monkeypatch.setattr(Problem, "gammas", None)
     model = MultiOutputPN(n_features=d, classes=[1, 2], n_basis=3, tau=50.0)
     model.fit(X, y)
     assert np.mean(model.predict_many(X) == y) > 0.95

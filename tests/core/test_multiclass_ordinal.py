@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from core.base import state_digest
+from core.checks import check_estimator
 from core.metrics import ndcg_at_k, rmse
 from core.mofm import MultiOutputPN
 from core.multiclass import OrdinalMcRank
-from tests.generic import check_estimator
 
 LEVELS = [1, 3, 5, 7]
 

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from core.base import state_digest
+from core.checks import check_estimator, digest
 from core.kernels.pqr import _pqr_expand
 from core.pqr import PQR, top_k
 from tests import naive
-from tests.generic import check_estimator, digest
 
 
 def sparse_stream(n=300, d=8, density=0.5, seed=0):

@@ -1,0 +1,197 @@
+"""Class labels: any hashable values, mapped to class indices.
+
+Every classifier of ``core`` takes its labels as given (``classes=["ham", "spam"]``,
+``[False, True]``, ``[3, 5, 7]``) and maps them here to indices ``0 .. n_classes - 1``; binary
+models then learn with ``-1`` for ``classes[0]`` and ``+1`` for ``classes[1]``. Matching is
+exact up to the kind of value: ``True`` is not the class ``1`` and ``1.0`` is not the class
+``1`` (Python says both are equal), so a label of the wrong type is refused instead of being
+read as another class. Labels written into a model's state (its ``classes`` parameter) must be
+strings, integers, floats, booleans or None: JSON holds no other kind.
+
+>>> labels = LabelMap(["ham", "spam"])
+>>> labels.index("spam"), labels.indices(["spam", "ham", "spam"], 3).tolist()
+(1, [1, 0, 1])
+>>> LabelMap([False, True]).index(1)
+Traceback (most recent call last):
+...
+ValueError: unknown label 1: the known classes are [False, True]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+from core.config import INDEX
+
+__all__ = ["LabelMap", "check_binary_label", "check_binary_labels", "check_classes"]
+
+#: the kinds of label a state can hold (JSON scalars)
+STATE_LABEL_TYPES = (str, int, float, bool, type(None))
+
+
+def _plain(label):
+    return label.item() if isinstance(label, np.generic) else label
+
+
+def _key(label):
+    """``(kind, value)``: equal for labels that are the same class."""
+    label = _plain(label)
+    if isinstance(label, bool):
+        return ("bool", label)
+    if isinstance(label, int):
+        return ("int", label)
+    if isinstance(label, float):
+        return ("float", label)
+    if isinstance(label, str):
+        return ("str", label)
+    return (type(label), label)
+
+
+def check_classes(classes) -> tuple:
+    """Class labels as a tuple: a list or tuple of at least 2 distinct hashable labels
+    (numpy scalars become Python values); ValueError naming the problem otherwise."""
+    if not isinstance(classes, list | tuple):
+        raise ValueError(
+            f"classes must be a list or tuple of labels (e.g. np.unique(y).tolist()), "
+            f"got {type(classes).__name__}"
+        )
+    if len(classes) < 2:
+        raise ValueError(f"classes must hold at least 2 labels, got {list(classes)!r}")
+    plain = tuple(_plain(c) for c in classes)
+    for label in plain:
+        if not isinstance(label, Hashable):
+            raise ValueError(f"class labels must be hashable, got {label!r}")
+        if isinstance(label, float) and label != label:
+            raise ValueError("a class label cannot be NaN")
+    if len(set(plain)) != len(plain):  # Python equality: 1, 1.0 and True are one label
+        raise ValueError(f"classes must be distinct, got {list(plain)!r}")
+    return plain
+
+
+def check_state_labels(classes) -> None:
+    """Refuse labels that a state (JSON) cannot hold."""
+    if classes is None:
+        return
+    for label in classes:
+        if not isinstance(_plain(label), STATE_LABEL_TYPES):
+            raise ValueError(
+                f"class label {label!r} cannot be written into a state: use strings, "
+                "integers, floats, booleans or None"
+            )
+
+
+class LabelMap:
+    """Labels ``classes`` (see :func:`check_classes`) and their indices.
+
+    Parameters
+    ----------
+    classes : list or tuple
+        At least two distinct hashable labels, in the order that numbers the classes.
+
+    Attributes
+    ----------
+    classes : tuple
+        The labels, numpy scalars converted to Python values.
+    array : ndarray of shape (n_classes,)
+        The labels as an array: ``int64`` when they are all integers, ``object`` otherwise
+        (what ``predict_many`` returns).
+
+    Examples
+    --------
+    >>> labels = LabelMap([3, 5, 7])
+    >>> labels.indices(np.array([7, 3]), 2), labels.array[[2, 0]]
+    (array([2, 0]), array([7, 3]))
+    """
+
+    def __init__(self, classes):
+        self.classes = check_classes(classes)
+        self._map = {_key(c): k for k, c in enumerate(self.classes)}
+        integers = all(
+            isinstance(c, int) and not isinstance(c, bool) and -(2**63) <= c < 2**63
+            for c in self.classes
+        )
+        self.array = np.array(self.classes, dtype=INDEX if integers else object)
+        self._kind = (
+            "i" if integers else "U" if all(isinstance(c, str) for c in self.classes) else ""
+        )
+        if self._kind:
+            # vectorised look-ups of int64 / unicode arrays: classes sorted, their positions
+            keys = self.array.astype(str) if self._kind == "U" else self.array
+            self._sort = np.argsort(keys, kind="stable")
+            self._sorted = keys[self._sort]
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def index(self, y) -> int:
+        """The class index of one label."""
+        try:
+            k = self._map.get(_key(y))
+        except TypeError:  # unhashable
+            k = None
+        if k is None:
+            raise ValueError(f"unknown label {y!r}: the known classes are {list(self.classes)}")
+        return k
+
+    def indices(self, y, n_rows: int) -> np.ndarray:
+        """Class indices (int64) of a batch's labels: one known label per row."""
+        if isinstance(y, np.ndarray):
+            if y.ndim != 1:
+                raise ValueError(f"labels of a batch must be 1-D, got shape {y.shape}")
+        elif isinstance(y, str | bytes | dict):
+            raise ValueError("labels of a batch must be a sequence, one label per row")
+        else:
+            try:
+                y = list(y)
+            except TypeError:
+                raise ValueError(
+                    "labels of a batch must be a sequence, one label per row"
+                ) from None
+        if len(y) != n_rows:
+            raise ValueError(f"got {len(y)} labels for {n_rows} rows")
+        if isinstance(y, np.ndarray) and self._kind and y.dtype.kind == self._kind and n_rows:
+            position = np.minimum(np.searchsorted(self._sorted, y), len(self._sorted) - 1)
+            unknown = np.flatnonzero(self._sorted[position] != y)
+            if unknown.size == 0:
+                return self._sort[position].astype(INDEX)
+            first = int(unknown[0])
+            raise ValueError(
+                f"label at row {first}: unknown label {y[first].item()!r}: "
+                f"the known classes are {list(self.classes)}"
+            )
+        out = np.empty(n_rows, dtype=INDEX)
+        for i, label in enumerate(y):
+            try:
+                out[i] = self.index(label)
+            except ValueError as error:
+                raise ValueError(f"label at row {i}: {error}") from None
+        return out
+
+
+def check_binary_label(y) -> float:
+    """A label of a model without ``classes``: -1 or +1 (ints or floats; booleans refused)."""
+    if type(y) is int and (y == 1 or y == -1):  # the common case, cheaply
+        return float(y)
+    if isinstance(y, bool | np.bool_) or not isinstance(y, int | float | np.number):
+        raise ValueError(f"binary label must be -1 or +1, got {y!r}")
+    if y != 1 and y != -1:
+        raise ValueError(f"binary label must be -1 or +1, got {y!r}")
+    return float(y)
+
+
+def check_binary_labels(y, n_rows: int) -> np.ndarray:
+    """Labels of a batch for a model without ``classes``: a 1-D array of -1 / +1 with one
+    label per row, as float64."""
+    labels = np.asarray(y)
+    if labels.dtype == bool or labels.dtype.kind not in "iuf":
+        raise ValueError(f"binary labels must be -1 or +1, got dtype {labels.dtype}")
+    labels = labels.astype(np.float64)
+    if labels.ndim != 1 or labels.shape[0] != n_rows:
+        raise ValueError(f"got {labels.shape} labels for {n_rows} rows")
+    bad = (labels != 1) & (labels != -1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"binary label at row {i} must be -1 or +1, got {labels[i]!r}")
+    return labels
