@@ -148,13 +148,18 @@ class Binary(Family):
     def __init__(self, plan: Plan):
         super().__init__(plan)
         if plan.kind.name == "pqr":
-            self.loss_kind, self.probabilistic = "log", True
+            self.loss_kind = "log"
+        self.probabilistic = plan.kind.name == "pqr" or plan.calibrated
 
     def predict(self, scorer, batch):
         scores = _finite(scorer.score_batch(batch))
         negative, positive = self.classes
         labels = [positive if s > 0 else negative for s in scores.tolist()]
-        probabilities = _sigmoid(scores).tolist() if self.probabilistic else [None] * batch.n_rows
+        probabilities = (
+            scorer.proba_from_scores(scores).tolist()
+            if self.probabilistic
+            else [None] * batch.n_rows
+        )
         return labels, scores.tolist(), probabilities
 
     def learn(self, estimator, batch, targets, window):
@@ -223,12 +228,22 @@ class Regression(Family):
 
 class Reduction(Family):
     """More than two classes by one-vs-one or one-vs-rest binary models (hinge loss summed
-    over the binary models that learned)."""
+    over the binary models that learned); class probabilities from calibrated binary models
+    (one-vs-rest normalised, one-vs-one by pairwise coupling)."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(plan)
+        self.probabilistic = plan.calibrated
 
     def predict(self, scorer, batch):
         X = csr_of(batch, self.n_features)
         scores = _finite(np.asarray(scorer.score_many(X), dtype=np.float64))
-        return scorer.predict_many(X).tolist(), scores.tolist(), [None] * batch.n_rows
+        probabilities = (
+            np.asarray(scorer.proba_from_batch(batch)).tolist()
+            if self.probabilistic
+            else [None] * batch.n_rows
+        )
+        return scorer.predict_many(X).tolist(), scores.tolist(), probabilities
 
     def learn(self, estimator, batch, targets, window):
         n = batch.n_rows

@@ -17,6 +17,7 @@ from typing import Any
 
 from core.averaging import Averaged
 from core.base import Estimator
+from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN
@@ -100,6 +101,8 @@ class Kind:
     own: frozenset[str] = field(default_factory=frozenset)
     #: multi-output: one model over all classes; batch: fitted by the worker on a window
     family: str = "online"
+    #: its scores are margins: probabilities come from a calibrator (``core.calibration``)
+    margins: bool = False
 
     def complete(self, params: dict) -> dict:
         """The params with every default filled in."""
@@ -137,6 +140,7 @@ KINDS: dict[str, Kind] = {
                 },
             ),
             lambda n, p, m: n + 1,
+            margins=True,
         ),
         Kind(
             "dos",
@@ -157,6 +161,7 @@ KINDS: dict[str, Kind] = {
                 },
             ),
             lambda n, p, m: (n + 1) * 2 * p["rank"],
+            margins=True,
         ),
         Kind(
             "pqr",
@@ -229,6 +234,7 @@ KINDS: dict[str, Kind] = {
             "the normalized perceptron (Algorithm 1 of the separation thesis)",
             _params(Perceptron, {"fit_intercept": (Boolean(), "learn a bias")}),
             lambda n, p, m: n + 1,
+            margins=True,
         ),
         Kind(
             "ellipsoid-perceptron",
@@ -250,6 +256,7 @@ KINDS: dict[str, Kind] = {
                 },
             ),
             _quadratic,
+            margins=True,
         ),
         Kind(
             "shor-perceptron",
@@ -276,6 +283,7 @@ KINDS: dict[str, Kind] = {
                 },
             ),
             _quadratic,
+            margins=True,
         ),
         Kind(
             "ellipsoidal",
@@ -335,6 +343,8 @@ class Plan:
     averaging: tuple[int, str] | None  # (interval, alignment) of a time-averaged model
     submodels: int
     floats: int
+    #: binary models wrapped in ``core.calibration.Calibrated`` (Platt scaling)
+    calibrated: bool = False
 
 
 def invalid_params(message: str) -> InvalidRequest:
@@ -384,6 +394,12 @@ def plan(spec, limits: Limits) -> Plan:
     floats = _floats(kind, params, n, outputs, submodels, limits)
     if kind.family == "batch":
         _check_batch(kind, params, n, classes)
+    if spec.calibration == "platt" and not kind.margins:
+        raise invalid(
+            f"kind {kind.name!r} takes no calibration (its scores are not margins)",
+            "calibration",
+        )
+    calibrated = kind.margins and spec.calibration != "none"
     averaging = None
     if kind.family == "online" and kind.cls.averageable:
         averaging = (
@@ -391,7 +407,9 @@ def plan(spec, limits: Limits) -> Plan:
             if spec.averaging
             else (limits.averaging_interval, "paper")
         )
-    return Plan(kind, params, n, classes, spec.multiclass, family, averaging, submodels, floats)
+    return Plan(
+        kind, params, n, classes, spec.multiclass, family, averaging, submodels, floats, calibrated
+    )
 
 
 def _family(kind: Kind, spec, params: dict, classes: list, regression: bool):
@@ -479,6 +497,8 @@ def build(plan: Plan) -> Estimator:
         if plan.family == "multi-output":
             return MultiOutputPN(n_features=plan.n_features, classes=plan.classes, **params)
         model = kind.cls(n_features=plan.n_features, **params)
+        if plan.calibrated:
+            model = Calibrated(model=model, method="platt")
         if plan.family == "reduction":
             reduction = OneVsOne if plan.multiclass == "ovo" else OneVsRest
             model = reduction(base=model, classes=list(plan.classes))

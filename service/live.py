@@ -434,6 +434,7 @@ class LiveModel:
             "classes": self.classes,
             "multiclass": spec.multiclass if plan.family in ("reduction", "ordinal") else None,
             "averaging": averaging,
+            "calibration": spec.calibration,
             "version": self.version,
             "created_at": self.created_at,
             "examples_learned": self.n_learned,

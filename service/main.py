@@ -40,6 +40,7 @@ def warm_up() -> None:
     """Compile the per-request kernels of every kind (binary, one-vs-one, averaging, mofm and
     its refit, the separation learners, the svmlight parser) before readiness."""
     from core.averaging import Averaged
+    from core.calibration import Calibrated
     from core.datasets import parse_svmlight
     from core.dos import DoSClassifier
     from core.features import as_batch, first_overflowing_row, squared_norm
@@ -83,7 +84,7 @@ def warm_up() -> None:
         EllipsoidPerceptron(n_features=3),
         ShorPerceptron(n_features=3),
     )
-    for base in bases:
+    for base in (*bases, *(Calibrated(model=base) for base in bases)):
         for model, labels in (
             (base, [1, -1, 1]),
             (OneVsOne(base=base, classes=[0, 1, 2]), [0, 1, 2]),
@@ -94,6 +95,8 @@ def warm_up() -> None:
             averaged.score_one(([0], [1.0]))
             averaged.score_many(X)
             averaged.predict_many(X)
+            if isinstance(base, Calibrated):  # the probabilities' kernels
+                averaged.predict_proba_many(X)
 
 
 def make_store(settings: Settings):

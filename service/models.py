@@ -92,6 +92,9 @@ class Models:
         if len(self.registry) >= self.settings.max_models:
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
         checked = plan(spec, self.limits)
+        if checked.kind.margins:  # the default made explicit: snapshots keep what was built
+            resolved = "platt" if checked.calibrated else "none"
+            spec = spec.model_copy(update={"calibration": resolved})
         live = LiveModel(spec.name, spec, checked, build(checked), self.settings.metrics_window)
         self._attach(live)
         self.registry.add(live, self.settings.max_models)

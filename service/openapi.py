@@ -78,6 +78,8 @@ def create_model_schema(base: dict) -> dict:
             props["params"] = params
             if kind.family != "online" or not kind.cls.averageable:
                 del props["averaging"]
+            if not kind.margins:
+                del props["calibration"]
             if kind.family != "multi-output":
                 props["multiclass"] = {**props["multiclass"], "enum": ["ovo", "ovr"]}
             classes = _unique(props["classes"])

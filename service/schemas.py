@@ -125,6 +125,13 @@ class CreateModel(Strict):
         "ordinal McRank (mofm only: P(y <= level) per level, the expected relevance predicted).",
     )
     averaging: AveragingSpec | None = None
+    calibration: Literal["platt", "none"] | None = Field(
+        None,
+        description="Probabilities for the kinds whose scores are margins (linear-pa, dos and "
+        "the perceptrons, binary or multi-class): `platt` (the default for them) fits Platt "
+        "scaling online on the progressive scores, `none` gives no probability. Binary PQR "
+        "and mofm give probabilities of their own; other kinds take no calibration.",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -186,9 +193,12 @@ class Prediction(BaseModel):
     )
     probability: float | list[float] | None = Field(
         None,
-        description="P(second class) for binary PQR models; mofm with the softmax or "
-        "logistic loss: one probability per class (ordinal: per level); passive-aggressive "
-        "and perceptron models have no calibrated probability.",
+        description="Binary models: P(second class), from the model's calibration (Platt "
+        "scaling fitted online) or PQR's logistic model. Multi-class: one probability per "
+        "class (reductions of calibrated binary models: one-vs-rest normalised, one-vs-one by "
+        "pairwise coupling; mofm: its softmax or logistic outputs; ordinal: per level). Null "
+        "for models without probabilities (calibration none, regression, the ellipsoidal "
+        "batch kind, mofm's other losses).",
     )
     prediction_id: str = Field(..., description="Send it back with the true label as feedback.")
 
@@ -278,6 +288,9 @@ class ModelInfo(BaseModel):
     classes: list[Any]
     multiclass: str | None
     averaging: dict[str, int | str] | None
+    calibration: Literal["platt", "none"] | None = Field(
+        None, description="How the model's probabilities are made (margin kinds only)."
+    )
     version: int
     created_at: float
     examples_learned: int
@@ -325,8 +338,10 @@ def spec_to_json(spec: CreateModel) -> dict:
 
 
 def spec_from_json(data: dict) -> CreateModel:
-    """A create request from a snapshot (older snapshots wrote absent fields as null)."""
-    return CreateModel.model_validate(_without_nulls(data))
+    """A create request from a snapshot (older snapshots wrote absent fields as null, and
+    predate calibration: their models have none)."""
+    data = _without_nulls(data)
+    return CreateModel.model_validate({"calibration": "none", **data})
 
 
 def _without_nulls(value):

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from core.averaging import Averaged
+from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from service.feedback_log import FileLog, RedisLog, decode_record
 from service.store import LocalStore, RedisStore, decode
@@ -97,7 +98,9 @@ def check_recovery(
     are compared bit for bit always."""
     assert not clients.unexpected, clients.unexpected[:3]
     keys = []
-    reference = Averaged(model=DoSClassifier(n_features=N_FEATURES, rank=2, seed=4), interval=7)
+    reference = Averaged(
+        model=Calibrated(model=DoSClassifier(n_features=N_FEATURES, rank=2, seed=4)), interval=7
+    )
     for record in records:
         batch, targets, _ = decode_record(record)
         keys.append(batch.values.tobytes())

@@ -17,6 +17,7 @@ import uvicorn
 
 from core.averaging import Averaged
 from core.base import state_digest
+from core.calibration import Calibrated
 from core.datasets import data_dir, load_svmlight
 from core.dos import DoSClassifier
 from core.linear import LinearPA
@@ -109,7 +110,9 @@ def test_a9a_over_http_matches_the_library(tmp_path):
             )
             assert response.status_code == 200, response.text
             labels += [p["label"] for p in response.json()["predictions"]]
-    reference = Averaged(model=LinearPA(n_features=123, mode="pa1", C=0.01), interval=1000)
+    reference = Averaged(
+        model=Calibrated(model=LinearPA(n_features=123, mode="pa1", C=0.01)), interval=1000
+    )
     reference.learn_many(X, y)
     expected = reference.predict_many(X_test, variant="averaged")
     http_accuracy = np.mean(np.array(labels) == y_test)
@@ -158,7 +161,9 @@ def test_concurrent_feedback_is_some_sequential_order(tmp_path):
         assert live.n_learned == X.shape[0]
     versions = sorted(v for v, _ in acknowledged)
     assert versions == list(range(1, n_threads * per_thread + 1))
-    reference = Averaged(model=DoSClassifier(n_features=6, rank=3, seed=4), interval=7)
+    reference = Averaged(
+        model=Calibrated(model=DoSClassifier(n_features=6, rank=3, seed=4)), interval=7
+    )
     for _, start in sorted(acknowledged):
         reference.learn_many(X[start : start + batch], y[start : start + batch])
     assert state_digest(reference.get_state()) == served

@@ -44,8 +44,8 @@ def test_a_refused_update_is_replayed_the_same_way(tmp_path):
     request gets a 422, and replaying the log reproduces the same state and version."""
     live = _live_with_log(tmp_path)
     state = live.estimator.get_state()
-    for name in ("live.U_", "live.V_"):
-        state["arrays"][name] = np.array([[1e160, 0.0, 0.0]]) * (name == "live.U_")
+    for name in ("live.model.U_", "live.model.V_"):
+        state["arrays"][name] = np.array([[1e160, 0.0, 0.0]]) * (name == "live.model.U_")
     live.estimator.set_state(state)
     rows = [(np.array([0, 1]), np.array([1.0, 1.0]))]
     with pytest.raises(ServiceError) as refused:

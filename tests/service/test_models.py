@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.main import create_app
+from service.schemas import spec_from_json, spec_to_json
 from tests.service.conftest import create, wait_for
 
 
@@ -97,3 +98,12 @@ def test_a_model_created_again_is_another_model(settings, fast_path):
         )
         assert answer.json()["error"]["code"] == "unknown_prediction_id"
         assert feed(client).json()["version"] == 1
+
+
+def test_snapshots_from_before_calibration_restore_without_it():
+    """A create request kept by an older snapshot (absent fields as null, no calibration)."""
+    old = {"name": "m", "kind": "dos", "params": {}, "input": {"n_features": 3, "hashed": None}}
+    old |= {"classes": None, "multiclass": "ovo", "averaging": None}
+    spec = spec_from_json(old)
+    assert spec.calibration == "none" and spec.input.n_features == 3
+    assert spec_from_json(spec_to_json(spec)) == spec

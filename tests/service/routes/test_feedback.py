@@ -4,6 +4,7 @@ from fastapi.testclient import TestClient
 
 from core.averaging import Averaged
 from core.base import state_digest
+from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from core.multiclass import OneVsOne
 from service.feedback_log import LogUnavailable
@@ -33,7 +34,9 @@ def test_json_feedback_learns_like_the_library(client):
     assert response.status_code == 200, response.text
     data = response.json()
     assert data["learned"] == 40 and data["version"] == 1
-    reference = Averaged(model=DoSClassifier(n_features=3, rank=2, seed=3), interval=50_000)
+    reference = Averaged(
+        model=Calibrated(model=DoSClassifier(n_features=3, rank=2, seed=3)), interval=50_000
+    )
     steps = reference.learn_many(X, y)
     assert data["aggressive"] == steps.n_aggressive
     assert [r["loss"] for r in data["results"]] == pytest.approx(steps.losses.tolist(), abs=0)
@@ -60,7 +63,9 @@ def test_string_classes_multiclass_and_all_forms(client):
     assert response.status_code == 200, response.text
     assert [r["predicted"] in ("a", "b", "c") for r in response.json()["results"]] == [True] * 3
     reference = Averaged(
-        model=OneVsOne(base=DoSClassifier(n_features=4, rank=2), classes=["a", "b", "c"]),
+        model=OneVsOne(
+            base=Calibrated(model=DoSClassifier(n_features=4, rank=2)), classes=["a", "b", "c"]
+        ),
         interval=50_000,
     )
     for example in body["examples"]:
@@ -95,7 +100,9 @@ def test_feedback_by_prediction_id(client):
         },
     )
     assert response.status_code == 200, response.text
-    reference = Averaged(model=DoSClassifier(n_features=3, rank=2), interval=50_000)
+    reference = Averaged(
+        model=Calibrated(model=DoSClassifier(n_features=3, rank=2)), interval=50_000
+    )
     reference.learn_many(np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]]), [1, -1])
     assert digest(client) == state_digest(reference.get_state())
     # an id is answered once
@@ -296,7 +303,9 @@ def test_svmlight_and_ndjson_bulk(client):
         "/v1/models/m/feedback", content=lines, headers={"content-type": "application/x-ndjson"}
     )
     assert response.status_code == 200 and response.json()["learned"] == 2
-    reference = Averaged(model=DoSClassifier(n_features=4, rank=2, seed=1), interval=50_000)
+    reference = Averaged(
+        model=Calibrated(model=DoSClassifier(n_features=4, rank=2, seed=1)), interval=50_000
+    )
     reference.learn_many(np.array([[0.5, 0, 0, 1], [0, 1.5, 0, 0], [2, 0, -1, 0]]), [1, -1, 1])
     reference.learn_one(np.array([1.0, 0, 0, 2]), 1)
     reference.learn_one({"k": "v"}, -1)

@@ -31,7 +31,9 @@ def test_live_and_averaged_variants(client):
         scores = [p["score"] for p in response["predictions"]]
         np.testing.assert_array_equal(scores, live.score_many(X[:4], variant=variant))
         assert [p["label"] for p in response["predictions"]] == [1 if s > 0 else -1 for s in scores]
-        assert all(p["probability"] is None for p in response["predictions"])
+        probabilities = [p["probability"] for p in response["predictions"]]
+        scorer = live.scorer(variant)
+        np.testing.assert_array_equal(probabilities, scorer.proba_from_scores(np.array(scores)))
     bad = client.post("/v1/models/m/predict?variant=best", json=body)
     assert bad.status_code == 422
 
@@ -134,3 +136,48 @@ def test_strings_and_booleans_are_not_numbers(client):
         response = client.post("/v1/models/m/predict", json={"instances": [instance]})
         assert response.status_code == 422, instance
         assert response.json()["error"]["code"] == "invalid_input"
+
+
+@pytest.mark.parametrize("kind", ["linear-pa", "dos", "perceptron", "shor-perceptron"])
+@pytest.mark.parametrize(
+    "classes,multiclass", [(None, "ovo"), ([0, 1, 2], "ovo"), ([0, 1, 2], "ovr")]
+)
+def test_margin_kinds_give_calibrated_probabilities(client, kind, classes, multiclass):
+    """Platt scaling fitted online on the progressive scores: a probability per binary
+    prediction (increasing with the score), one per class (summing to 1) for reductions."""
+    extra = {"multiclass": multiclass} | ({"classes": classes} if classes else {})
+    info = create(client, kind=kind, n_features=3, params={}, **extra)
+    assert info["calibration"] == "platt"
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    labels = classes or [-1, 1]
+    y = [labels[int(x[0] > 0) + (int(x[1] > 0.5) if classes else 0)] for x in X]
+    examples = [{"x": x.tolist(), "label": t} for x, t in zip(X, y, strict=True)]
+    assert client.post("/v1/models/m/feedback", json={"examples": examples}).status_code == 200
+    for variant in ("live", "averaged"):
+        answer = client.post(
+            f"/v1/models/m/predict?variant={variant}",
+            json={"instances": [{"x": x.tolist()} for x in X[:50]]},
+        ).json()["predictions"]
+        p = np.array([a["probability"] for a in answer], dtype=float)
+        assert np.all((p >= 0) & (p <= 1))
+        if classes:
+            assert p.shape == (50, 3) and np.allclose(p.sum(axis=1), 1.0)
+            truth = [labels.index(t) for t in y[:50]]
+            assert np.mean(p[np.arange(50), truth]) > 0.4  # above 1/3: informative
+        else:
+            scores = np.array([a["score"] for a in answer])
+            order = np.argsort(scores)
+            assert np.all(np.diff(p[order]) >= -1e-12)  # monotone in the score
+
+
+def test_calibration_none_and_kinds_without_margins(client):
+    info = create(client, kind="dos", calibration="none")
+    assert info["calibration"] == "none"
+    answer = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 2, 3]}]}).json()
+    assert answer["predictions"][0]["probability"] is None
+    refused = client.post(
+        "/v1/models",
+        json={"name": "p", "kind": "pqr", "input": {"n_features": 3}, "calibration": "platt"},
+    )
+    assert refused.status_code == 422 and "calibration" in refused.json()["error"]["message"]
