@@ -136,6 +136,7 @@ def schemathesis_config(path: Path) -> Path:
         """
 hooks = "tests.service.schemathesis_hooks"
 seed = 1
+request-timeout = 30
 [generation]
 max-examples = 25
 [[operations]]
