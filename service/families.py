@@ -237,7 +237,9 @@ class Reduction(Family):
 
     def predict(self, scorer, batch):
         X = csr_of(batch, self.n_features)
-        scores = _finite(np.asarray(scorer.score_many(X), dtype=np.float64))
+        with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused next)
+            scores = np.asarray(scorer.score_many(X), dtype=np.float64)
+        scores = _finite(scores)
         probabilities = (
             np.asarray(scorer.proba_from_batch(batch)).tolist()
             if self.probabilistic
