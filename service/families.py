@@ -282,17 +282,29 @@ class MultiOutput(Family):
         )
         return labels, scores.tolist(), probabilities
 
-    def learn(self, estimator, batch, targets, window):
+    #: what a step's prediction is stored as (class index; ordinal: expected relevance)
+    predicted_dtype = np.int64
+
+    def _prediction(self, estimator, step):
+        return self.classes.index(step.predicted)
+
+    def _steps(self, estimator, batch, targets, window) -> tuple[np.ndarray, np.ndarray]:
+        """One (Ada)SGD step per example, in order, each offered to the refit window:
+        the predictions before the updates and the losses."""
         n = batch.n_rows
-        predicted = np.empty(n, dtype=np.int64)
+        predicted = np.empty(n, dtype=self.predicted_dtype)
         losses = np.empty(n)
         for i in range(n):
             row, label = batch.row(i), self.classes[int(targets[i])]
             step = estimator.learn_one(row, label)
             losses[i] = step.loss
-            predicted[i] = self.classes.index(step.predicted)
+            predicted[i] = self._prediction(estimator, step)
             if window is not None:
                 window.add(row, label)
+        return predicted, losses
+
+    def learn(self, estimator, batch, targets, window):
+        predicted, losses = self._steps(estimator, batch, targets, window)
         return Learned(predicted, losses, losses > 0, predicted == targets)
 
     def status(self, estimator):
@@ -313,18 +325,14 @@ class Ordinal(MultiOutput):
     def predicted_label(self, value):
         return float(value)
 
+    predicted_dtype = np.float64
+
+    def _prediction(self, estimator, step):  # from P(y <= level) = sigmoid(o(x))
+        cumulative = _sigmoid(np.asarray(step.scores, dtype=np.float64))[None, :]
+        return float(estimator.expected_relevance(cumulative)[0])
+
     def learn(self, estimator, batch, targets, window):
-        n = batch.n_rows
-        predicted = np.empty(n, dtype=np.float64)
-        losses = np.empty(n)
-        for i in range(n):
-            row, label = batch.row(i), self.classes[int(targets[i])]
-            step = estimator.learn_one(row, label)
-            losses[i] = step.loss
-            cumulative = _sigmoid(np.asarray(step.scores, dtype=np.float64))[None, :]
-            predicted[i] = float(estimator.expected_relevance(cumulative)[0])
-            if window is not None:
-                window.add(row, label)
+        predicted, losses = self._steps(estimator, batch, targets, window)
         values = self.levels[targets.astype(np.int64)]
         nearest = np.abs(predicted[:, None] - self.levels[None, :]).argmin(axis=1)
         return Learned(predicted, losses, losses > 0, nearest == targets, (predicted - values) ** 2)
