@@ -55,3 +55,11 @@ def environment(*packages: str) -> dict:
         "versions": versions(*packages),
         "commit": commit(),
     }
+
+
+def describe(record: dict) -> str:
+    """One line for a docs page: machine, CPU, cores and Python, from :func:`environment`."""
+    return (
+        f"{record['machine']}, {record['cpu']}, {record['cpus']} CPUs, "
+        f"Python {record['versions']['python']}"
+    )
