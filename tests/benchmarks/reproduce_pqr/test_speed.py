@@ -32,5 +32,7 @@ def test_rounds_interleave_and_ratios_are_per_round():
     assert timings["slow"]["vs_lr"] == pytest.approx(2.0)  # median of 3, 1, 2
     assert timings["LR"]["examples_per_second"] == pytest.approx(10 / 2.0)
     assert timings["once"]["rounds"] == 1 and timings["once"]["rows"] == 5
-    assert timings["once"]["vs_lr"] == pytest.approx((50.0 / 5) / (1.0 / 10)) and isinstance(last["once"], Fake)
+    assert timings["once"]["vs_lr"] == pytest.approx((50.0 / 5) / (1.0 / 10)) and isinstance(
+        last["once"], Fake
+    )
     assert np.isfinite(timings["LR"]["vs_lr"])
