@@ -3,7 +3,7 @@
 import json
 import math
 
-from benchmarks.calibration import main
+from benchmarks.calibration.cli import main
 
 
 def test_quick_run_writes_its_outputs(tmp_path):
