@@ -63,3 +63,11 @@ def describe(record: dict) -> str:
         f"{record['machine']}, {record['cpu']}, {record['cpus']} CPUs, "
         f"Python {record['versions']['python']}"
     )
+
+
+def run_line(results: dict) -> str:
+    """The environment line of saved results: :func:`describe` of their ``environment``
+    record, or the ``machine`` line that results saved before the record existed carry."""
+    if "environment" in results:
+        return describe(results["environment"])
+    return results["machine"]

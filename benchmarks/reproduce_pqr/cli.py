@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from dataclasses import asdict
@@ -28,11 +29,18 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--movielens", type=Path, help="a MovieLens-100K folder (Table 3)")
     parser.add_argument("--no-a9a", action="store_true", help="skip a9a and the speed tables")
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="output directory")
+    parser.add_argument(
+        "--from-json", type=Path, help="rebuild the outputs from a saved reproduce_pqr.json"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parser().parse_args(argv)
+    if args.from_json:
+        result = json.loads(args.from_json.read_text())
+        write_outputs(result, args.out)
+        return result
     settings = Settings.make(args.quick)
     result: dict = {
         "settings": {**asdict(settings), "mode": "quick" if args.quick else "full"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.environment import describe
+from benchmarks.environment import run_line
 from benchmarks.markdown import replace_section
 from benchmarks.peers import available
 
@@ -92,7 +92,7 @@ def speed_markdown(result: dict) -> str:
         "## PQR: examples per second of learning",
         "",
         f"Written by `{result['command']}` ({result['settings']['mode']} run, "
-        f"{describe(result['environment'])}, a machine shared with other jobs). "
+        f"{run_line(result)}, a machine shared with other jobs). "
         "Ours: `learn_many` on a CSR matrix (input validation included); VW: its own parser and"
         " learner on a text file (a Workspace built with `-d`, minus the time to build an empty"
         " one; parsing included); River: `learn_one` on dicts. Models are timed in interleaved "

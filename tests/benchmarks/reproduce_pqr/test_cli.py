@@ -36,6 +36,11 @@ def test_quick_mode_end_to_end(tmp_path):
     assert "Written by `python -m benchmarks.reproduce_pqr --quick`" in benchmarks
     if available("matplotlib"):
         assert (out / "reproduce_pqr.png").stat().st_size > 10_000
+    # the outputs can be rebuilt from the saved results without learning
+    rebuilt = tmp_path / "rebuilt"
+    main(["--from-json", str(out / "reproduce_pqr.json"), "--out", str(rebuilt)])
+    assert (rebuilt / "pqr.md").read_text() == document
+    assert (rebuilt / "benchmarks.md").read_text() == benchmarks
 
 
 def test_help(capsys):
