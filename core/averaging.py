@@ -225,9 +225,9 @@ def _state(model: Estimator, order: str = "C") -> dict:
     ``order="C"`` gives exactly ``get_state()`` (C-contiguous copies), with the copies of
     non-contiguous 2-D arrays made a block of columns at a time: DoS models hold ``U_`` and
     ``V_`` as transposed views of one ``(n_features + 1, 2 rank)`` buffer, and numpy's
-    one-pass transposing copy re-reads that buffer from memory once per row (3x slower at
-    2^18 features). ``order="K"`` copies each array in its own layout (a plain copy, for a
-    rollback through ``set_state``, which only needs the values)."""
+    one-pass transposing copy re-reads that buffer from memory once per row (several times
+    slower once the buffer outgrows the cache). ``order="K"`` copies each array in its own
+    layout (a plain copy, for a rollback through ``set_state``, which only needs the values)."""
     copy = _copy_c if order == "C" else (lambda array: np.array(array, order="K", copy=True))
     return {
         "kind": type(model).__name__,
