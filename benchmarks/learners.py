@@ -13,16 +13,24 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.peers import import_problem
 from benchmarks.streams import Stream
 
 __all__ = ["OnePass", "Timed"]
 
 
 class Timed:
-    """One model under test for per-call timings."""
+    """One model under test for per-call timings.
+
+    By default the model's own ``learn_one(x, y)`` / ``predict_one(x)`` run over the prepared
+    ``xs`` / ``ys``, and the learner is available when ``requires`` imports and ``probe``
+    passes.
+    """
 
     #: "ours" or the peer library
     family = "ours"
+    #: the module the learner needs (None: core's own)
+    requires: str | None = None
     #: what ``batch`` means for this learner (None: no batch API)
     batch_label: str | None = None
     #: True: timed on the whole stream; False: on the prefix that fits a time budget
@@ -34,10 +42,21 @@ class Timed:
 
     def unavailable(self) -> str | None:
         """Why this learner cannot run here, or None."""
+        if self.requires is not None:
+            problem = import_problem(self.requires)
+            if problem:
+                return problem
+        try:
+            self.probe()
+        except Exception as error:  # a removed or renamed estimator, a broken install
+            return f"{type(error).__name__}: {error}"
         return None
 
+    def probe(self) -> None:
+        """Build what a run needs once, so that a learner that cannot run says so early."""
+
     def prepare(self, stream: Stream) -> None:
-        """Build this learner's inputs for ``stream`` (before timing)."""
+        """Build this learner's inputs ``xs`` / ``ys`` for ``stream`` (before timing)."""
         self.stream = stream
 
     def new(self) -> Any:
@@ -46,11 +65,15 @@ class Timed:
 
     def learn_one(self, model, n: int) -> None:
         """Learn the first ``n`` prepared rows one call at a time."""
-        raise NotImplementedError
+        learn = model.learn_one
+        for x, y in zip(self.xs[:n], self.ys[:n], strict=True):
+            learn(x, y)
 
     def predict_one(self, model, n: int) -> None:
         """Predict the first ``n`` prepared rows one call at a time."""
-        raise NotImplementedError
+        predict = model.predict_one
+        for x in self.xs[:n]:
+            predict(x)
 
     def batch(self, model) -> None:
         """Learn the whole stream in one call."""

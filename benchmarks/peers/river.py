@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from benchmarks.learners import OnePass, Timed
-from benchmarks.peers import import_problem
 from benchmarks.streams import Stream
 
 __all__ = ["RiverFM", "RiverTimed", "dicts", "fm_classifier", "pa_classifier"]
@@ -33,13 +32,11 @@ class RiverTimed(Timed):
     True for +1."""
 
     family = "river"
+    requires = "river"
 
     def __init__(self, name: str, make: Callable[[], Any], rank: int | None = None):
         super().__init__(name, rank)
         self.make = make
-
-    def unavailable(self) -> str | None:
-        return import_problem("river")
 
     def prepare(self, stream: Stream) -> None:
         super().prepare(stream)
@@ -48,16 +45,6 @@ class RiverTimed(Timed):
 
     def new(self):
         return self.make()
-
-    def learn_one(self, model, n: int) -> None:
-        learn = model.learn_one
-        for x, y in zip(self.xs[:n], self.ys[:n], strict=True):
-            learn(x, y)
-
-    def predict_one(self, model, n: int) -> None:
-        predict = model.predict_one
-        for x in self.xs[:n]:
-            predict(x)
 
 
 def pa_classifier(C: float) -> Callable[[], Any]:

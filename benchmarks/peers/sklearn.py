@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from benchmarks.learners import Timed
-from benchmarks.peers import import_problem
 from benchmarks.streams import Stream
 
 __all__ = [
@@ -38,23 +37,17 @@ class SklearnTimed(Timed):
     and on the whole CSR matrix in one ``partial_fit``."""
 
     family = "sklearn"
+    requires = "sklearn"
     batch_label = "partial_fit (whole CSR)"
 
     def __init__(self, name: str, make: Callable[[], Any]):
         super().__init__(name)
         self.make = make
 
-    def unavailable(self) -> str | None:
-        problem = import_problem("sklearn")
-        if problem:
-            return problem
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.make()
-        except Exception as error:  # a removed or renamed estimator
-            return f"{type(error).__name__}: {error}"
-        return None
+    def probe(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.make()
 
     def prepare(self, stream: Stream) -> None:
         super().prepare(stream)

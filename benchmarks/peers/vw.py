@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.learners import OnePass, Timed
-from benchmarks.peers import import_problem
 from benchmarks.streams import Stream
 
 __all__ = ["VWTimed", "VowpalWabbit", "text_lines"]
@@ -36,20 +35,14 @@ class VWTimed(Timed):
     """A VW workspace timed per call: ``learn`` / ``predict`` on pre-formatted lines."""
 
     family = "vw"
+    requires = "vowpalwabbit"
 
     def __init__(self, name: str, arguments: str, rank: int | None = None):
         super().__init__(name, rank)
         self.arguments = arguments
 
-    def unavailable(self) -> str | None:
-        problem = import_problem("vowpalwabbit")
-        if problem:
-            return problem
-        try:
-            self.close(self._workspace(18))
-        except Exception as error:
-            return f"{type(error).__name__}: {error}"
-        return None
+    def probe(self) -> None:
+        self.close(self._workspace(18))
 
     def _workspace(self, bits: int):
         import vowpalwabbit

@@ -115,34 +115,36 @@ def job_ovr(spec: Spec, quick: bool, tau0: float, k: int, iters: int):
 
 def job_svc(spec: Spec, quick: bool, C: float):
     """The kernel SVM with the quadratic kernel ``(x.x' + 1)^2`` (LIBSVM's one-vs-one)."""
-    data = load(spec, quick)
-    (Xtr, ytr), (Xva, yva), (Xte, yte) = data["train"], data["validation"], data["test"]
-    cpu = time.process_time()
-    model = quadratic_svc(Xtr, ytr, C=C)
-    return dict(
-        kind="kernel",
-        dataset=spec.name,
-        C=C,
-        validation=accuracy(model.predict(Xva), yva),
-        test=accuracy(model.predict(Xte), yte),
-        basis=int(model.n_support_.sum()),
-        fit_cpu_seconds=time.process_time() - cpu,
+    return _baseline(
+        "kernel", spec, quick, C, lambda X, y: quadratic_svc(X, y, C=C), _support_vectors
     )
 
 
 def job_linear(spec: Spec, quick: bool, C: float):
     """The linear baseline: multinomial logistic regression."""
+    return _baseline(
+        "linear", spec, quick, C, lambda X, y: logistic_regression(X, y, C), lambda model: None
+    )
+
+
+def _support_vectors(model) -> int:
+    return int(model.n_support_.sum())
+
+
+def _baseline(kind: str, spec: Spec, quick: bool, C: float, fit, basis):
+    """A scikit-learn baseline fitted on the training split, its validation and test
+    accuracy, and ``basis(model)``, the number of basis (support) vectors or None."""
     data = load(spec, quick)
     (Xtr, ytr), (Xva, yva), (Xte, yte) = data["train"], data["validation"], data["test"]
     cpu = time.process_time()
-    model = logistic_regression(Xtr, ytr, C)
+    model = fit(Xtr, ytr)
     return dict(
-        kind="linear",
+        kind=kind,
         dataset=spec.name,
         C=C,
         validation=accuracy(model.predict(Xva), yva),
         test=accuracy(model.predict(Xte), yte),
-        basis=None,
+        basis=basis(model),
         fit_cpu_seconds=time.process_time() - cpu,
     )
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.reproduce_mofm.selection import row_runs
 from benchmarks.reproduce_mofm.specs import CORRECTIVES, PENALTIES
 
 
@@ -27,13 +28,8 @@ def plot_paths(results, table, specs, path: Path) -> None:
                     continue
                 run = next(
                     r
-                    for r in results
-                    if r["kind"] == "cg"
-                    and not r.get("pilot")
-                    and r["dataset"] == spec.name
-                    and r["penalty"] == penalty
-                    and r["corrective"] == corrective
-                    and r["tau0"] == entry["tau0"]
+                    for r in row_runs(results, spec.name, corrective, penalty)
+                    if r["tau0"] == entry["tau0"]
                 )
                 t = [p["t"] for p in run["path"]]
                 axis.plot(t, [100 * p["test"] for p in run["path"]], label=penalty)
@@ -50,7 +46,7 @@ def plot_paths(results, table, specs, path: Path) -> None:
                 for r in results
                 if r["kind"] == "cg" and r["dataset"] == spec.name
                 for p in r["path"]
-            )  # noqa: E501
+            )
             axis.set_ylim(max(low, 100 * (kernel["test"] if kernel else 0.5) - 25), 100)
             axis.grid(alpha=0.3)
             axis.legend(fontsize=7)

@@ -10,6 +10,22 @@ import numpy as np
 from benchmarks.reproduce_mofm.specs import CORRECTIVES, PENALTIES, TARGET_MARGIN, TARGETS, Spec
 
 
+def row_runs(
+    results: list[dict], dataset: str, corrective: str, penalty: str, pilots: bool = False
+) -> list[dict]:
+    """The Algorithm 1 runs of one row of Table 2 on one data set (every tau; the letter
+    pilots too if ``pilots``)."""
+    return [
+        r
+        for r in results
+        if r["kind"] == "cg"
+        and (pilots or not r.get("pilot"))
+        and r["dataset"] == dataset
+        and r["penalty"] == penalty
+        and r["corrective"] == corrective
+    ]
+
+
 def best_point(path: list[dict]) -> dict:
     """The path entry with the best validation accuracy (ties: fewer basis vectors, earlier)."""
     return max(path, key=lambda p: (p["validation"], -p["basis"], -p["t"]))
@@ -20,14 +36,7 @@ def select(results: list[dict], specs) -> dict:
     table: dict = {}
     for spec in specs:
         for corrective, penalty in itertools.product(CORRECTIVES, PENALTIES):
-            runs = [
-                r
-                for r in results
-                if r["kind"] == "cg"
-                and r["dataset"] == spec.name
-                and r["penalty"] == penalty
-                and r["corrective"] == corrective
-            ]
+            runs = row_runs(results, spec.name, corrective, penalty, pilots=True)
             if not runs:
                 continue
             candidates = [(best_point(r["path"]), r) for r in runs]
@@ -69,12 +78,7 @@ def budget_points(results: list[dict], spec: Spec, budget: int) -> dict:
     for corrective, penalty in itertools.product(CORRECTIVES, PENALTIES):
         admissible = [
             p
-            for r in results
-            if r["kind"] == "cg"
-            and not r.get("pilot")
-            and r["dataset"] == spec.name
-            and r["penalty"] == penalty
-            and r["corrective"] == corrective
+            for r in row_runs(results, spec.name, corrective, penalty)
             for p in r["path"]
             if p["basis"] <= budget
         ]

@@ -38,16 +38,6 @@ class Ours(Timed):
     def new(self):
         return self.factory(self.stream.n_features)
 
-    def learn_one(self, model, n: int) -> None:
-        learn = model.learn_one
-        for x, y in zip(self.xs[:n], self.ys[:n], strict=True):
-            learn(x, y)
-
-    def predict_one(self, model, n: int) -> None:
-        predict = model.predict_one
-        for x in self.xs[:n]:
-            predict(x)
-
     def batch(self, model) -> None:
         model.learn_many(self.stream.csr, self.stream.labels)
 
