@@ -110,13 +110,10 @@ def main(argv=None) -> dict:
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         environment=environment(),
     )
-    if args.from_json:  # what the saved run ran on, and when
-        config = {k: v for k, v in config.items() if k not in ("date", "environment")}
-        config |= {
-            k: saved["config"][k]
-            for k in ("date", "environment", "machine")
-            if k in saved["config"]
-        }
+    if args.from_json:  # what the saved run cost, ran on, and when
+        kept = ("fit_cpu_seconds", "date", "environment", "machine")
+        config = {k: v for k, v in config.items() if k not in kept}
+        config |= {k: v for k, v in saved["config"].items() if k in kept}
     main_specs = [s for s in specs if not s.name.endswith("(pooled)")]
     plot_figure2(results, out / "mofm_fig2.png")
     plot_paths(results, table, main_specs, out / "mofm_paths.png")
