@@ -27,7 +27,7 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.markdown import replace_section
-from benchmarks.service_durability import wait_ready
+from benchmarks.service_durability.processes import wait_ready
 from tests.deploy.containers.engine import Engine
 from tests.deploy.containers.images import base_image, service_image
 from tests.service.conftest import free_port

@@ -55,3 +55,19 @@ def environment(*packages: str) -> dict:
         "versions": versions(*packages),
         "commit": commit(),
     }
+
+
+def describe(record: dict) -> str:
+    """One line for a docs page: machine, CPU, cores and Python, from :func:`environment`."""
+    return (
+        f"{record['machine']}, {record['cpu']}, {record['cpus']} CPUs, "
+        f"Python {record['versions']['python']}"
+    )
+
+
+def run_line(results: dict) -> str:
+    """The environment line of saved results: :func:`describe` of their ``environment``
+    record, or the ``machine`` line that results saved before the record existed carry."""
+    if "environment" in results:
+        return describe(results["environment"])
+    return results["machine"]

@@ -1,15 +1,15 @@
 """Garbage-collector pauses caused by the service's pending predictions.
 
 ``service.cache.PredictionCache`` keeps the features of recent predictions so that feedback
-can name a ``prediction_id``; at its default memory bound (256 MB) it holds ~880,000 rows of 30
-non-zeros. This script fills a cache the way ``/predict`` does (batches of 1,000 rows, after
+can name a ``prediction_id``; at its memory bound it holds hundreds of thousands of rows. This
+entry fills a cache the way ``/predict`` does (batches of 1,000 rows of 30 non-zeros, after
 ``gc.freeze()`` as the server does after warm-up) and counts the full (generation 2) garbage
-collections that run meanwhile and how long they hold the GIL: every one of them stalls every
-request of the process.
+collections that run meanwhile and how long they hold the GIL: each one stalls every request
+of the process. The service section of ``docs/benchmarks.md`` quotes its results.
 
 Usage::
 
-    .venv/bin/python -m benchmarks.pending_cache_gc [--predictions 3000000]
+    python -m benchmarks.pending_cache_gc [--predictions 3000000]
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from __future__ import annotations
 import argparse
 import gc
 import time
-from pathlib import Path
 
 import numpy as np
 
 from service.cache import PredictionCache
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def measure(predictions: int, max_bytes: int = 256 * 1024 * 1024, nnz: int = 30) -> dict:
@@ -67,8 +64,12 @@ def measure(predictions: int, max_bytes: int = 256 * 1024 * 1024, nnz: int = 30)
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--predictions", type=int, default=3_000_000)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.pending_cache_gc", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--predictions", type=int, default=3_000_000, help="predictions put in the cache"
+    )
     args = parser.parse_args(argv)
     result = measure(args.predictions)
     print(

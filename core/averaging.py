@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.align import ALIGNMENTS, running_average
-from core.base import Estimator, _plain, params_spec
+from core.base import Estimator, PartialBatchError, _plain, params_spec
 
 __all__ = [
     "Averaged",
@@ -120,8 +120,13 @@ class Averaged(Estimator):
         first = min(n_rows, interval - self.n_seen_ % interval)
         bounds = [0, *range(first, n_rows, interval), n_rows]
         if len(bounds) == 2:
-            # one chunk, no averaging inside it: nothing to undo if the live model refuses
-            result = self.live_.learn_many(X, y)
+            # one chunk, no averaging inside it: nothing to undo if the live model refuses;
+            # the rows it learned before a row it refused part-way count as seen
+            try:
+                result = self.live_.learn_many(X, y)
+            except PartialBatchError as error:
+                self.n_seen_ += len(error.learned)
+                raise
             self.n_seen_ += n_rows
             if n_rows and self.n_seen_ % interval == 0:
                 self.average_.set_state(self._fold(self._average_state(), self._m()))
@@ -220,9 +225,9 @@ def _state(model: Estimator, order: str = "C") -> dict:
     ``order="C"`` gives exactly ``get_state()`` (C-contiguous copies), with the copies of
     non-contiguous 2-D arrays made a block of columns at a time: DoS models hold ``U_`` and
     ``V_`` as transposed views of one ``(n_features + 1, 2 rank)`` buffer, and numpy's
-    one-pass transposing copy re-reads that buffer from memory once per row (3x slower at
-    2^18 features). ``order="K"`` copies each array in its own layout (a plain copy, for a
-    rollback through ``set_state``, which only needs the values)."""
+    one-pass transposing copy re-reads that buffer from memory once per row (several times
+    slower once the buffer outgrows the cache). ``order="K"`` copies each array in its own
+    layout (a plain copy, for a rollback through ``set_state``, which only needs the values)."""
     copy = _copy_c if order == "C" else (lambda array: np.array(array, order="K", copy=True))
     return {
         "kind": type(model).__name__,

@@ -48,6 +48,7 @@ __all__ = [
     "BinaryModel",
     "Estimator",
     "MODEL_KINDS",
+    "PartialBatchError",
     "Step",
     "Steps",
     "from_spec",
@@ -153,6 +154,36 @@ class Steps:
 
     def __len__(self) -> int:
         return self.losses.shape[0]
+
+
+class PartialBatchError(ValueError):
+    """A batch refused part-way: a row's score, squared norm or gradient overflows float64.
+
+    The rows before it were learned (in order, as ``learn_one`` would have), that row and the
+    rest were not. A wrapper that learns from the model's steps (a calibrator, a running
+    average) accounts for exactly the rows in ``learned``.
+
+    Attributes
+    ----------
+    learned : Steps
+        The steps of the rows that were learned: the first ``len(learned)`` rows.
+
+    Examples
+    --------
+    >>> from core.dos import DoSClassifier
+    >>> model = DoSClassifier(n_features=1, rank=1, init_scale=1e3)  # scores ~1e6 x^2
+    >>> try:
+    ...     model.learn_many([[1.0], [2.0], [1e153], [1.0]], [1, -1, 1, 1])
+    ... except PartialBatchError as error:
+    ...     print(error)
+    ...     len(error.learned), model.n_seen_
+    row 2: the example's squared norm or score overflows float64 (2 earlier rows were learned)
+    (2, 2)
+    """
+
+    def __init__(self, message: str, learned: Steps):
+        super().__init__(message)
+        self.learned = learned
 
 
 class Estimator:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, Step, Steps
+from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch
 from core.kernels.calibration import _isotonic_pav, _platt_learn_batch, _platt_step
@@ -311,9 +311,13 @@ class Calibrated(BinaryClassifier):
         return step
 
     def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
-        # (a model that refuses a row mid-batch raises before the calibrator learns the rows
-        # it had learned: its own message says so)
-        steps = self.model_._learn_batch(batch, y)
+        try:
+            steps = self.model_._learn_batch(batch, y)
+        except PartialBatchError as error:
+            # the model learned the rows before the one it refused: so does the calibrator
+            learned = len(error.learned)
+            self.calibrator_.learn_many(error.learned.scores, y[:learned] > 0.0)
+            raise
         self.calibrator_.learn_many(steps.scores, y > 0.0)
         return steps
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import BinaryClassifier, Step, Steps, steps_from
+from core.base import BinaryClassifier, PartialBatchError, Step, Steps, steps_from
 from core.features import CSRBatch
 from core.kernels.dos import (
     STEP_OK,
@@ -177,9 +177,10 @@ class DoSClassifier(BinaryClassifier):
         self.n_seen_ += done
         self.n_updates_ += int(np.count_nonzero(nus[:done]))
         if failed >= 0:
-            raise ValueError(
+            raise PartialBatchError(
                 f"row {failed}: the example's squared norm or score overflows "
-                f"float64 ({done} earlier rows were learned)"
+                f"float64 ({done} earlier rows were learned)",
+                steps_from(scores[:done], y[:done], nus[:done]),
             )
         return steps_from(scores, y, nus)
 

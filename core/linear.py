@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import BinaryClassifier, Step, Steps, steps_from
+from core.base import BinaryClassifier, PartialBatchError, Step, Steps, steps_from
 from core.features import CSRBatch
 from core.kernels.linear import (
     STEP_OK,
@@ -120,9 +120,10 @@ class LinearPA(BinaryClassifier):
         self.n_seen_ += done
         self.n_updates_ += int(np.count_nonzero(taus[:done]))
         if failed >= 0:
-            raise ValueError(
+            raise PartialBatchError(
                 f"row {failed}: the example's squared norm or score overflows "
-                f"float64 ({done} earlier rows were learned)"
+                f"float64 ({done} earlier rows were learned)",
+                steps_from(scores[:done], y[:done], taus[:done]),
             )
         return steps_from(scores, y, taus)
 

@@ -10,7 +10,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, Step, Steps
+from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch
 from core.kernels.pqr import (
@@ -324,9 +324,11 @@ class PQR(BinaryClassifier):
             self.n_seen_ += done
             self._after_learning(done)
             if failed >= 0:
-                raise ValueError(
+                learned = start + done
+                raise PartialBatchError(
                     f"row {start + failed}: the example's expansion, score, loss or gradient "
-                    f"overflows float64 ({start + done} earlier rows were learned)"
+                    f"overflows float64 ({learned} earlier rows were learned)",
+                    Steps(scores[:learned], losses[:learned], moved[:learned]),
                 )
         return Steps(scores, losses, moved)
 

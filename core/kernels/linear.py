@@ -49,6 +49,9 @@ def _linear_step(w, indices, values, bias, y, mode, C):
     tau = _linear_step_size(max(0.0, 1.0 - y * score), squared_norm, mode, C)
     if tau > 0.0:
         step = tau * y
+        if not np.isfinite(step):
+            # PA's l / |z|^2 overflows for a subnormal |z|^2 (no intercept, tiny values)
+            return STEP_NOT_FINITE, score, 0.0
         for k in range(indices.shape[0]):
             w[indices[k]] += step * values[k]
         w[w.shape[0] - 1] += step * bias

@@ -344,12 +344,13 @@ class _Refitter:
 
     Two things make the corrective steps cheap enough for a few hundred iterations of
     Algorithm 1 (the squared activations make F badly conditioned in V: the Gram matrix of the
-    columns sigma(Z h_r) has a condition number ~1e8 on letter):
+    columns sigma(Z h_r) is nearly singular; docs/mofm.md has the figures):
 
     - the momentum (the previous iterate and FISTA's counter) and the Lipschitz estimates
       persist from one iteration of Algorithm 1 to the next, the new row of V entering with
       zero momentum: the refits of the greedy path form one long accelerated run instead of
-      many short restarted ones (3x fewer iterations for the same objective on letter);
+      many short restarted ones, which need several times more iterations for the same
+      objective;
     - whenever F would increase, the momentum is dropped and the step is redone from the last
       iterate (function-value restart, O'Donoghue and Candes 2015), so F never increases: a
       refit starts from the previous solution with a zero row appended (same F) and Algorithm

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from core.base import Estimator, Step, Steps
+from core.base import Estimator, PartialBatchError, Step, Steps
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
 from core.kernels.mofm import (
@@ -417,7 +417,8 @@ class MultiOutputPN(Estimator):
 
     def learn_many(self, X, y) -> Steps:
         """``learn_one`` over the rows in order (bit-identical to the loop). A score or gradient
-        that overflows float64 raises ``ValueError`` after the earlier rows were learned."""
+        that overflows float64 raises :class:`core.base.PartialBatchError` (a ``ValueError``)
+        after the earlier rows were learned."""
         batch = self._batch(X)
         T = self._targets_many(y, batch.n_rows)
         scores = np.zeros((batch.n_rows, self._m))
@@ -439,9 +440,10 @@ class MultiOutputPN(Estimator):
         )
         self.n_seen_ += done
         if failed >= 0:
-            raise ValueError(
+            raise PartialBatchError(
                 f"row {failed}: the example's scores or gradients overflow float64 "
-                f"({done} earlier rows were learned)"
+                f"({done} earlier rows were learned)",
+                self._steps(scores[:done], losses[:done]),
             )
         return self._steps(scores, losses)
 

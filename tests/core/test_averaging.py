@@ -5,7 +5,7 @@ import pytest
 
 from core.align import aligned_average
 from core.averaging import Averaged
-from core.base import Estimator, Step, Steps, from_state, params_spec
+from core.base import Estimator, PartialBatchError, Step, Steps, from_state, params_spec
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
@@ -239,6 +239,19 @@ def test_a_refused_batch_across_averaging_boundaries_changes_nothing():
     assert digest(model) == reference
     model.learn_many(X[10:30], y[10:30])
     assert model.n_seen_ == 30 and model.n_averaged_ == 7
+
+
+def test_a_batch_refused_part_way_in_one_chunk_counts_the_rows_learned():
+    # scores ~1e6 x^2: the third row's score overflows float64 after two rows were learned
+    X = np.array([[1.0], [2.0], [1e153], [1.0]])
+    y = np.array([1, -1, 1, 1])
+    model = Averaged(model=DoSClassifier(n_features=1, rank=1, init_scale=1e3), interval=5)
+    with pytest.raises(PartialBatchError):
+        model.learn_many(X, y)
+    assert model.n_seen_ == model.live_.n_seen_ == 2
+    model.learn_many(X[3:], y[3:])
+    model.learn_many(X[:2], y[:2])  # the fifth example: the first averaging step
+    assert model.n_seen_ == 5 and model.n_averaged_ == 1
 
 
 def test_spectral_alignment_option():

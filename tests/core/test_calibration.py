@@ -4,7 +4,7 @@ from scipy.optimize import minimize
 from sklearn.isotonic import IsotonicRegression
 
 from core.averaging import Averaged
-from core.base import from_state, state_digest
+from core.base import PartialBatchError, from_state, state_digest
 from core.calibration import Calibrated, IsotonicCalibrator, PlattCalibrator, sigmoid
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
@@ -153,6 +153,27 @@ def test_the_model_learns_exactly_as_without_calibrator():
     platt.learn_many([step.score for step in bare_steps], y > 0)
     assert np.array_equal(wrapped.calibrator_.coef_, platt.coef_)
     assert np.array_equal(wrapped.predict_proba_many(X), platt.predict_proba(bare.score_many(X)))
+
+
+@pytest.mark.parametrize("method", ["platt", "isotonic"])
+def test_a_batch_refused_part_way_calibrates_exactly_the_rows_learned(method):
+    # scores ~1e6 x^2: the third row's score overflows float64 after two rows were learned
+    X = np.array([[1.0], [2.0], [1e153], [1.0]])
+    y = np.array([1, -1, 1, 1])
+    wrapped = Calibrated(
+        model=DoSClassifier(n_features=1, rank=1, init_scale=1e3), method=method, memory=8
+    )
+    with pytest.raises(PartialBatchError, match="2 earlier rows were learned") as refused:
+        wrapped.learn_many(X, y)
+    assert len(refused.value.learned) == 2 and wrapped.model_.n_seen_ == 2
+    # the same model and calibrator as learning the two rows alone
+    reference = Calibrated(
+        model=DoSClassifier(n_features=1, rank=1, init_scale=1e3), method=method, memory=8
+    )
+    steps = reference.learn_many(X[:2], y[:2])
+    np.testing.assert_array_equal(refused.value.learned.scores, steps.scores)
+    assert wrapped.calibrator_.n_seen_ == 2
+    assert digest(wrapped) == digest(reference)
 
 
 def test_probabilities_are_calibrated_on_a_logistic_stream():

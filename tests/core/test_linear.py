@@ -90,6 +90,18 @@ def test_huge_values_rejected_without_change():
     assert state_digest(model.get_state()) == reference
 
 
+def test_a_step_size_that_overflows_is_refused_without_change():
+    # |z|^2 = 1e-320 without intercept: PA's tau = l / |z|^2 is not a float64
+    model = LinearPA(n_features=1, fit_intercept=False)
+    with pytest.raises(ValueError, match="overflow"):
+        model.learn_one([1e-160], 1)
+    assert model.n_seen_ == 0 and np.all(model.w_ == 0.0)
+    with pytest.raises(ValueError, match="row 1"):
+        model.learn_many([[1.0], [1e-160]], [-1, 1])
+    np.testing.assert_array_equal(model.w_, [-1.0, 0.0])
+    assert LinearPA(n_features=1, fit_intercept=False, mode="pa1").learn_one([1e-160], 1).aggressive
+
+
 def test_separable_stream_converges():
     rng = np.random.default_rng(3)
     X = rng.standard_normal((2000, 10))
