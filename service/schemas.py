@@ -54,8 +54,8 @@ class InputSpec(Strict):
         extra="forbid", json_schema_extra=_exactly_one_form(("n_features",), ("hashed",))
     )
 
-    n_features: int | None = Field(None, ge=1, le=1 << 26)
-    hashed: int | None = Field(None, ge=1, le=1 << 26)
+    n_features: StrictInt | None = Field(None, ge=1, le=1 << 26)
+    hashed: StrictInt | None = Field(None, ge=1, le=1 << 26)
 
     @model_validator(mode="after")
     def _one_of(self):
@@ -73,7 +73,7 @@ class AveragingSpec(Strict):
     """Time averaging (section 3.4 of the DoS paper): fold the live model into the aligned
     running average every ``interval`` learned examples."""
 
-    interval: int = Field(..., ge=1, le=1 << 40)
+    interval: StrictInt = Field(..., ge=1, le=1 << 40)
     alignment: Literal["paper", "spectral"] = Field(
         "paper",
         description="DoS alignment before averaging: the paper's min-norm boost + "
