@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     #: Api replicas: seconds between polls of the latest versions (fallback to pub/sub).
     poll_interval: float = Field(2.0, gt=0)
 
+    #: Seconds an ``Idempotency-Key`` is answered again (feedback, create, restore, import).
+    idempotency_ttl: float = Field(86400.0, gt=0)
+    #: Most bytes of kept answers of keyed requests per model (the oldest dropped first).
+    idempotency_bytes: int = Field(32 * 1024 * 1024, gt=0)
+
     #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
     write_keys: Annotated[list[str], NoDecode] = []
     #: Bearer keys allowed to read (predict, list). Empty: reads are open.

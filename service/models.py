@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 from service.capture import MODEL
 from service.exceptions import Conflict, NotFound, Unavailable
+from service.idempotency import Answers, Key
 from service.journal import Journal
 from service.kinds import Limits, build, plan
 from service.live import LiveModel
@@ -84,10 +85,15 @@ class Models:
             live.lifecycle.exit()
 
     # -- create and delete ----------------------------------------------------------------
-    def create(self, spec: CreateModel) -> LiveModel:
+    def create(self, spec: CreateModel, key: Key | None = None) -> dict:
         """A new serving model, durable before it serves (Unavailable if the store or the
-        log fails: then it was not created)."""
-        if self.registry.get(spec.name) is not None:
+        log fails: then it was not created); its answer (info). With an idempotency ``key``,
+        the retry of a create that succeeded gets its answer again."""
+        existing = self.registry.get(spec.name)
+        if existing is not None:
+            answer = existing.answers.get(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
             raise Conflict("model_exists", f"a model named {spec.name!r} exists")
         if len(self.registry) >= self.settings.max_models:
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
@@ -95,7 +101,7 @@ class Models:
         if checked.kind.margins:  # the default made explicit: snapshots keep what was built
             resolved = "platt" if checked.calibrated else "none"
             spec = spec.model_copy(update={"calibration": resolved})
-        live = LiveModel(spec.name, spec, checked, build(checked), self.settings.metrics_window)
+        live = self._live(spec.name, spec, checked)
         self._attach(live)
         self.registry.add(live, self.settings.max_models)
         try:
@@ -103,7 +109,7 @@ class Models:
                 self._remove_files(spec.name)
             if self.feedback_log is not None:
                 self.feedback_log.delete(spec.name)  # a log left without a snapshot
-            live.save_held(lambda c: self.writer.write(live, c, create=True))
+            answer = live.save_held(lambda c: self.writer.write(live, c, create=True), key)
         except Exception as error:
             self.registry.remove(live)
             live.lifecycle.end()
@@ -113,7 +119,7 @@ class Models:
             ) from None
         live.lifecycle.serve()
         self.metrics.track_model(live)
-        return live
+        return answer
 
     def delete(self, name: str) -> None:
         """Delete a model and its files (module docstring)."""
@@ -186,34 +192,45 @@ class Models:
                 "store_unavailable", f"the snapshot store is unavailable: {error}"
             ) from None
 
-    def restore_snapshot(self, name: str, version: int) -> LiveModel:
-        """Serve a snapshot's state from the model's next version on, durably."""
+    def restore_snapshot(self, name: str, version: int, key: Key | None = None) -> dict:
+        """Serve a snapshot's state from the model's next version on, durably; the answer
+        (the model's info). With an idempotency ``key``, a retry gets the first answer."""
         self._check_writer()
         with self.use(name) as live:
+            answer = live.answers.claim(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
             try:
-                header, state = decode(self.store.load(name, version))
-            except SnapshotError as error:
-                raise NotFound("snapshot_not_found", str(error)) from None
-            except Exception as error:
-                raise Unavailable(
-                    "store_unavailable", f"the snapshot store is unavailable: {error}"
-                ) from None
-            if spec_from_json(header["spec"]) != live.spec:
-                raise Conflict(
-                    "snapshot_mismatch",
-                    "the snapshot was taken from a model with another configuration",
-                )
-            try:
-                live.restore(state, lambda c: self.writer.write(live, c))
-            except ValueError as error:
-                raise Conflict("snapshot_mismatch", str(error)) from None
-            except Exception as error:
-                raise Unavailable(
-                    "store_unavailable",
-                    "the restored state could not be written as the newest snapshot, so the "
-                    f"model is unchanged: {error}",
-                ) from None
-            return live
+                return self._restore_snapshot(live, version, key)
+            finally:
+                if key is not None:
+                    live.answers.release(key)
+
+    def _restore_snapshot(self, live: LiveModel, version: int, key: Key | None) -> dict:
+        name = live.name
+        try:
+            header, state = decode(self.store.load(name, version))
+        except SnapshotError as error:
+            raise NotFound("snapshot_not_found", str(error)) from None
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable", f"the snapshot store is unavailable: {error}"
+            ) from None
+        if spec_from_json(header["spec"]) != live.spec:
+            raise Conflict(
+                "snapshot_mismatch",
+                "the snapshot was taken from a model with another configuration",
+            )
+        try:
+            return live.restore(state, lambda c: self.writer.write(live, c), key)
+        except ValueError as error:
+            raise Conflict("snapshot_mismatch", str(error)) from None
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable",
+                "the restored state could not be written as the newest snapshot, so the "
+                f"model is unchanged: {error}",
+            ) from None
 
     # -- recovery and discovery ----------------------------------------------------------
     def recover(self) -> None:
@@ -247,7 +264,7 @@ class Models:
             header, state = decode(self.store.load(name))
             spec = spec_from_json(header["spec"])
             checked = plan(spec, self._restore_limits)
-            live = LiveModel(name, spec, checked, build(checked), self.settings.metrics_window)
+            live = self._live(name, spec, checked)
             live.load_state(state)
             live.version = live.last_snapshot_version = header["version"]
             live.last_snapshot_at = header["created_at"]
@@ -293,3 +310,11 @@ class Models:
         if self.feedback_log is not None:
             live.journal = Journal(self.feedback_log, live.name, live.incarnation)
         live.learns = self.settings.role == "all"
+
+    def _live(self, name: str, spec: CreateModel, checked) -> LiveModel:
+        """A new live model of a checked create request (not yet serving)."""
+        settings = self.settings
+        answers = Answers(settings.idempotency_ttl, settings.idempotency_bytes)
+        return LiveModel(
+            name, spec, checked, build(checked), settings.metrics_window, answers=answers
+        )

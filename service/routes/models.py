@@ -1,8 +1,9 @@
 """Create, list, inspect and delete models."""
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from service.deps import App, Read, Write
+from service.idempotency import HEADER, answer_headers, key_of
 from service.openapi import errors
 from service.schemas import CreateModel, ModelInfo, ModelList
 
@@ -16,11 +17,14 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
     dependencies=[Write],
     responses=errors(401, 403, 409, 413, 422, 503),
 )
-def create_model(spec: CreateModel, app: App, response: Response) -> dict:
-    """Create a named model; it is durable (its first snapshot written) before the answer."""
-    live = app.models.create(spec)
+def create_model(spec: CreateModel, app: App, request: Request, response: Response) -> dict:
+    """Create a named model; it is durable (its first snapshot written) before the answer.
+    With an `Idempotency-Key`, a retry gets the first answer again."""
+    key = key_of(request.headers.get(HEADER), "create", "", spec.model_dump_json().encode())
+    answer = app.models.create(spec, key)
     response.headers["Location"] = f"/v1/models/{spec.name}"
-    return live.info()
+    response.headers.update(answer_headers(answer) or {})
+    return answer
 
 
 @router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
