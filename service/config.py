@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     #: peak. See ``service.cli.tune_malloc``.
     malloc_keep_freed: bool = True
 
+    #: Seconds a model request that arrives while the models are being restored (start-up)
+    #: waits for them before it is answered 503 ``not_ready``.
+    startup_wait: float = Field(30.0, ge=0)
+
     #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
     #: predictions from published versions and appends feedback to the log; needs Redis) or
     #: ``learner`` (the single writer: consumes the log, learns, publishes versions).

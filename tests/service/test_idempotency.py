@@ -16,14 +16,13 @@ import httpx
 import numpy as np
 import pytest
 import redis
-from fastapi.testclient import TestClient
 
 from service.config import Settings
 from service.exceptions import Conflict, InvalidRequest
 from service.feedback_log import RecordKey, RedisLog, decode_keyed, encode_record
 from service.idempotency import Answers, Key, key_of
 from service.main import create_app
-from tests.service.conftest import RedisServer, create, wait_for
+from tests.service.conftest import RedisServer, TestClient, create, wait_for
 from tests.service.server import ServiceProcess
 
 

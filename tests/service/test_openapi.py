@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
-from fastapi.testclient import TestClient
 
 from service.errors import codes_by_status
 from service.exceptions import CODES
 from service.kinds import KINDS
 from service.main import create_app
+from tests.service.conftest import TestClient
 from tests.service.server import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[2]

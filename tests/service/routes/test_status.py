@@ -10,13 +10,12 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from fastapi.testclient import TestClient
 
 from service.config import Settings
 from service.history import History
 from service.main import create_app
 from tests.service import traffic
-from tests.service.conftest import create
+from tests.service.conftest import TestClient, create
 from tests.service.test_end_to_end import ServerThread
 from tests.system import require_program
 
