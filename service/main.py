@@ -24,7 +24,7 @@ from service.middleware import ServiceMiddleware
 from service.models import Models
 from service.openapi import build_openapi
 from service.roles import Learner, Replica
-from service.routes import feedback, health, models, predict, snapshots, status
+from service.routes import docs, feedback, health, models, predict, snapshots, status
 from service.startup import Gate, Startup
 from service.store import LocalStore, RedisStore
 from service.threads import make_executor
@@ -171,14 +171,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store.close()
 
     app = FastAPI(
-        title="lorentztron", version=__version__, description=DESCRIPTION, lifespan=lifespan
+        title="lorentztron",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served offline by service.routes.docs
+        redoc_url=None,
     )
     app.openapi = lambda: build_openapi(app)
     install_error_handlers(app)
 
     routers = (health.router, models.router, predict.router, feedback.router, snapshots.router)
-    for router in (*routers, status.router):
+    for router in (*routers, status.router, docs.router):
         app.include_router(router)
+    app.mount(docs.ASSETS, docs.assets(), name="docs-assets")
     app.state.methods = method_table(
         [*app.routes, *(route for router in (*routers, status.router) for route in router.routes)]
     )
