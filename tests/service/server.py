@@ -24,8 +24,8 @@ class ServiceProcess:
         self.process: subprocess.Popen | None = None
         self.url = ""
 
-    def start(self, timeout: float = 90.0) -> ServiceProcess:
-        port = free_port()
+    def start(self, timeout: float = 90.0, port: int | None = None) -> ServiceProcess:
+        port = port or free_port()
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
