@@ -16,8 +16,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LORENTZTRON_", extra="ignore")
 
+    #: Address to listen on (``0.0.0.0``: every interface).
     host: str = "127.0.0.1"
+    #: Port to listen on.
     port: int = Field(8000, ge=0, le=65535)
+    #: Log level: ``debug``, ``info`` (one JSON line per request), ``warning``, ``error``.
     log_level: str = "info"
 
     #: Redis URL for snapshots (``redis://host:6379/0``); unset = local snapshot files.

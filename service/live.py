@@ -137,12 +137,18 @@ class LiveModel:
 
     def predict(self, rows: list[Row], variant: str) -> tuple[int, list, list, list]:
         """The model version, and the labels, scores and probabilities of validated rows."""
-        batch = batch_from_rows(rows)
+        return self._predict(batch_from_rows(rows), variant)
+
+    def predict_batch(self, batch: CSRBatch, variant: str) -> tuple[list, list, list]:
+        """The labels, scores and probabilities of a validated batch."""
+        return self._predict(batch, variant)[1:]
+
+    def _predict(self, batch: CSRBatch, variant: str) -> tuple[int, list, list, list]:
         check_norms(batch)
         with self.lock.read():
             version = self.version
             labels, scores, probabilities = self.family.predict(self.scorer(variant), batch)
-            self.predictions += len(rows)
+            self.predictions += batch.n_rows
         return version, labels, scores, probabilities
 
     # -- learning ------------------------------------------------------------------------

@@ -20,14 +20,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from service.capture import MODEL
-from service.exceptions import Conflict, NotFound, Unavailable
+from pydantic import ValidationError
+
+from service.capture import ANSWERS, MODEL
+from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
 from service.idempotency import Answers, Key
+from service.interchange import InterchangeError, dump_model, load_model
 from service.journal import Journal
 from service.kinds import Limits, build, plan
 from service.live import LiveModel
 from service.registry import Registry
-from service.schemas import CreateModel, spec_from_json
+from service.schemas import CreateModel, spec_from_json, spec_to_json
 from service.snapshots import SnapshotWriter
 from service.store import SnapshotError, SnapshotMeta, decode
 
@@ -85,10 +88,13 @@ class Models:
             live.lifecycle.exit()
 
     # -- create and delete ----------------------------------------------------------------
-    def create(self, spec: CreateModel, key: Key | None = None) -> dict:
+    def create(
+        self, spec: CreateModel, key: Key | None = None, state: dict | None = None, version=0
+    ) -> dict:
         """A new serving model, durable before it serves (Unavailable if the store or the
         log fails: then it was not created); its answer (info). With an idempotency ``key``,
-        the retry of a create that succeeded gets its answer again."""
+        the retry of a create that succeeded gets its answer again. ``state``: start from
+        this snapshot state at ``version`` (an imported model)."""
         existing = self.registry.get(spec.name)
         if existing is not None:
             answer = existing.answers.get(key) if key is not None else None
@@ -102,6 +108,14 @@ class Models:
             resolved = "platt" if checked.calibrated else "none"
             spec = spec.model_copy(update={"calibration": resolved})
         live = self._live(spec.name, spec, checked)
+        if state is not None:
+            try:
+                live.load_state(state)
+            except (ValueError, KeyError, TypeError) as error:
+                raise InvalidRequest(
+                    "invalid_input", f"the model's state does not fit its spec: {error}"
+                ) from None
+            live.version = version
         self._attach(live)
         self.registry.add(live, self.settings.max_models)
         try:
@@ -120,6 +134,28 @@ class Models:
         live.lifecycle.serve()
         self.metrics.track_model(live)
         return answer
+
+    def export(self, name: str) -> bytes:
+        """The model as a safetensors file (``service.interchange``), as it is now (the
+        answers of its keyed requests left out: they belong to this model only)."""
+        with self.use(name) as live, live.snapshot_lock:
+            captured = live.snapshot_state()
+            service = captured.state["service"]
+            arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
+            state = {**captured.state, "service": {**service, "arrays": arrays}}
+            return dump_model(name, captured.version, spec_to_json(live.spec), state)
+
+    def import_model(self, data: bytes, name: str | None, key: Key | None = None) -> dict:
+        """A new model from a safetensors file (``export``, ``lorentztron learn``), named
+        ``name`` or as in the file; durable before it serves, like ``create``."""
+        try:
+            info, state = load_model(data)
+            spec = CreateModel.model_validate(
+                {**spec_to_json(spec_from_json(info["spec"])), "name": name or info["name"]}
+            )
+        except (InterchangeError, ValidationError) as error:
+            raise InvalidRequest("invalid_input", f"not a model file: {error}") from None
+        return self.create(spec, key, state=state, version=info["version"])
 
     def delete(self, name: str) -> None:
         """Delete a model and its files (module docstring)."""

@@ -4,8 +4,10 @@ from fastapi import APIRouter, Request, Response
 
 from service.deps import App, Read, Write
 from service.idempotency import HEADER, answer_headers, key_of
+from service.interchange import MEDIA_TYPE
 from service.openapi import errors
 from service.schemas import CreateModel, ModelInfo, ModelList
+from service.threads import run_sync
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -48,3 +50,52 @@ def delete_model(name: str, app: App) -> Response:
     """Delete a model: 404 from now on; its snapshots and feedback log are removed."""
     app.models.delete(name)
     return Response(status_code=204)
+
+
+@router.get(
+    "/{name}/export",
+    dependencies=[Read],
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The model as a safetensors file (`service.interchange`)",
+            "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **errors(401, 403, 404),
+    },
+)
+def export_model(name: str, app: App) -> Response:
+    """The model as it is now, as a safetensors file (arrays as tensors, spec and counters
+    in its metadata): `POST /v1/models/import` and `lorentztron eval` read it."""
+    return Response(
+        app.models.export(name),
+        media_type=MEDIA_TYPE,
+        headers={"Content-Disposition": f'attachment; filename="{name}.safetensors"'},
+    )
+
+
+@router.post(
+    "/import",
+    status_code=201,
+    response_model=ModelInfo,
+    dependencies=[Write],
+    responses=errors(401, 403, 409, 413, 422, 503),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "A model file (`GET /v1/models/{name}/export`, `lorentztron learn`)",
+            "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
+async def import_model(
+    request: Request, app: App, response: Response, name: str | None = None
+) -> dict:
+    """Create a model from a safetensors model file, named `name` (default: the file's);
+    durable before the answer, like a create. Takes an `Idempotency-Key`."""
+    data = await request.body()
+    key = key_of(request.headers.get(HEADER), "import", name or "", data)
+    answer = await run_sync(app.executor, app.models.import_model, data, name, key)
+    response.headers["Location"] = f"/v1/models/{answer['name']}"
+    response.headers.update(answer_headers(answer) or {})
+    return answer
