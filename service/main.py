@@ -24,7 +24,16 @@ from service.middleware import ServiceMiddleware
 from service.models import Models
 from service.openapi import build_openapi
 from service.roles import Learner, Replica
-from service.routes import docs, feedback, health, models, predict, snapshots, status
+from service.routes import (
+    docs,
+    feedback,
+    health,
+    inference,
+    models,
+    predict,
+    snapshots,
+    status,
+)
 from service.startup import Gate, Startup
 from service.store import LocalStore, RedisStore
 from service.threads import make_executor
@@ -181,7 +190,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = lambda: build_openapi(app)
     install_error_handlers(app)
 
-    routers = (health.router, models.router, predict.router, feedback.router, snapshots.router)
+    routers = (
+        health.router,
+        models.router,
+        predict.router,
+        feedback.router,
+        snapshots.router,
+        inference.router,
+    )
     for router in (*routers, status.router, docs.router):
         app.include_router(router)
     app.mount(docs.ASSETS, docs.assets(), name="docs-assets")

@@ -103,7 +103,8 @@ class Gate:
                         "not_ready",
                         "the service is starting: the models are being restored (see /readyz)",
                     )
-                    await json_response(error_response(error))(scope, receive, send)
+                    response = json_response(error_response(error), scope["path"])
+                    await response(scope, receive, send)
                     return
                 await asyncio.sleep(0.02)
         await self.app(scope, receive, send)
