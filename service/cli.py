@@ -192,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Learn a model from svmlight or NDJSON files, in order, each example scored "
         "before it is learned (progressive validation, shown as it goes), with the service's "
         "own code; write it as a safetensors file that `lorentztron eval` and the service's "
-        "`POST /v1/models/import` read.",
+        "`PUT /v1/models/NAME` read.",
         epilog="example:\n  lorentztron learn a9a --kind dos --param rank=8 --param C=0.1 "
         "--n-features 123 -o a9a.safetensors",
     )
@@ -239,7 +239,7 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=f"{what} a model file {'from' if name == 'export' else 'to'} a running service",
             description=f"{what.capitalize()} a safetensors model file "
-            f"({'GET /v1/models/NAME/export' if name == 'export' else 'POST /v1/models/import'}"
+            f"({'GET /v1/models/NAME/export' if name == 'export' else 'PUT /v1/models/NAME'}"
             ").",
         )
         if name == "export":
@@ -381,6 +381,7 @@ def evaluate(args) -> None:
 
 def transfer(args) -> None:
     from service.client import Client, LorentztronError
+    from service.interchange import load_model
 
     try:
         with Client(args.url, key=args.key) as client:
@@ -390,7 +391,9 @@ def transfer(args) -> None:
                 output.write_bytes(data)
                 print(f"wrote {output} ({len(data):,} bytes)")
             else:
-                info = client.import_model(args.file.read_bytes(), name=args.name)
+                data = args.file.read_bytes()
+                name = args.name or load_model(data)[0]["name"]
+                info = client.import_model(data, name)
                 print(f"created {info['name']!r} at version {info['version']} in {args.url}")
     except LorentztronError as error:
         raise ValueError(f"{error.code or error.status}: {error.message}") from None

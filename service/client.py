@@ -353,19 +353,12 @@ class _Calls:
         path = f"/v1/models/{name}/export"
         return Call("GET", path, retry=True, read=lambda r: r.content)
 
-    def _import_model(self, data: bytes, name: str | None = None) -> Call:
-        """Create a model from a safetensors file (``export``, ``lorentztron learn``);
-        ``name`` renames it. Returns its info."""
+    def _import_model(self, data: bytes, name: str) -> Call:
+        """Create the model ``name`` from a safetensors file (``export``, ``lorentztron
+        learn``). Returns its info."""
         headers = {"content-type": "application/vnd.safetensors", **_key()}
-        params = {"name": name} if name else None
-        return Call(
-            "POST",
-            "/v1/models/import",
-            content=lambda: data,
-            headers=headers,
-            params=params,
-            retry=True,
-        )
+        path = f"/v1/models/{name}"
+        return Call("PUT", path, content=lambda: data, headers=headers, retry=True)
 
     def _health(self) -> Call:
         """``/healthz``: the process answers."""

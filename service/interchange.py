@@ -12,7 +12,7 @@ plus string ``__metadata__``), then the raw little-endian tensor bytes. A model'
   rest: name, version, create request (``spec``), the estimator's ``kind``, ``params`` and
   ``scalars``, and the service's scalars.
 
-``GET /v1/models/{name}/export`` writes one, ``POST /v1/models/import`` reads one into a
+``GET /v1/models/{name}/export`` writes one, ``PUT /v1/models/{name}`` reads one into a
 new model, and ``lorentztron learn`` / ``eval`` / ``export`` / ``import`` use them offline.
 """
 

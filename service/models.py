@@ -145,13 +145,13 @@ class Models:
             state = {**captured.state, "service": {**service, "arrays": arrays}}
             return dump_model(name, captured.version, spec_to_json(live.spec), state)
 
-    def import_model(self, data: bytes, name: str | None, key: Key | None = None) -> dict:
-        """A new model from a safetensors file (``export``, ``lorentztron learn``), named
-        ``name`` or as in the file; durable before it serves, like ``create``."""
+    def import_model(self, data: bytes, name: str, key: Key | None = None) -> dict:
+        """A new model ``name`` from a safetensors file (``export``, ``lorentztron learn``);
+        durable before it serves, like ``create``."""
         try:
             info, state = load_model(data)
             spec = CreateModel.model_validate(
-                {**spec_to_json(spec_from_json(info["spec"])), "name": name or info["name"]}
+                {**spec_to_json(spec_from_json(info["spec"])), "name": name}
             )
         except (InterchangeError, ValidationError) as error:
             raise InvalidRequest("invalid_input", f"not a model file: {error}") from None

@@ -1,7 +1,7 @@
 """Learning and evaluating from files, without a server (``lorentztron learn`` / ``eval``):
 the service's own catalogue, bodies and live model, so that a model learned offline is the
 one the service would have learned from the same feedback, and its file
-(``service.interchange``) loads into a running service (``POST /v1/models/import``).
+(``service.interchange``) loads into a running service (``PUT /v1/models/{name}``).
 
 Files are svmlight (``label index:value ...``, 1-based indices, numeric labels) or NDJSON
 (one example object per line, as the feedback endpoint takes them), read in parts of

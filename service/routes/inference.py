@@ -29,6 +29,8 @@ from core.features import as_batch
 from service.deps import App, Components, Read
 from service.exceptions import InvalidRequest, NotFound
 from service.live import LiveModel
+from service.openapi import errors
+from service.schemas import InferenceErrorResponse
 from service.threads import run_sync
 
 router = APIRouter(prefix="/v2", tags=["inference (V2)"])
@@ -36,6 +38,47 @@ router = APIRouter(prefix="/v2", tags=["inference (V2)"])
 HEADER_LENGTH = "inference-header-content-length"
 INPUT_TYPES = {"FP32": "<f4", "FP64": "<f8"}
 _BYTES = struct.Struct("<I")
+
+#: what the model routes may answer (503: the service is starting)
+MODEL_ERRORS = errors(401, 403, 404, 422, 503, model=InferenceErrorResponse)
+_TENSOR = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {"type": "string", "enum": sorted(INPUT_TYPES)},
+        "data": {"type": "array", "description": "row-major numbers, flat or nested"},
+        "parameters": {
+            "type": "object",
+            "description": "binary_data_size: the tensor's bytes in the binary part",
+        },
+    },
+}
+INFER_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The protocol's `$inference_request`: one input tensor `[n, "
+        "n_features]`; `outputs` (default: every output, in JSON) with `parameters."
+        "binary_data`; `parameters.variant` (`live` or `averaged`). With the binary tensor "
+        "data extension, the JSON head is followed by the tensors' bytes "
+        "(`Inference-Header-Content-Length`: the head's length).",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["inputs"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "parameters": {"type": "object"},
+                        "inputs": {"type": "array", "items": _TENSOR, "minItems": 1, "maxItems": 1},
+                        "outputs": {"type": "array", "items": {"type": "object"}},
+                    },
+                }
+            },
+        },
+    }
+}
 
 
 @router.get("")
@@ -50,7 +93,19 @@ def live() -> dict:
     return {"live": True}
 
 
-@router.get("/health/ready")
+@router.get(
+    "/health/ready",
+    responses={
+        503: {
+            "description": "Not ready: the models are being restored or the kernels compiled",
+            "content": {
+                "application/json": {
+                    "schema": {"type": "object", "properties": {"ready": {"const": False}}}
+                }
+            },
+        }
+    },
+)
 def ready(app: App) -> JSONResponse:
     """Ready to serve: models restored and kernels compiled (503 otherwise)."""
     ok = app.warm and app.worker.restored
@@ -96,39 +151,49 @@ def metadata(live: LiveModel) -> dict:
     }
 
 
-@router.get("/models/{name}", dependencies=[Read])
+@router.get("/models/{name}", dependencies=[Read], responses=MODEL_ERRORS)
 def model_metadata(name: str, app: App) -> dict:
     """The model's inputs and outputs."""
     return metadata(_model(app, name))
 
 
-@router.get("/models/{name}/versions/{version}", dependencies=[Read])
+@router.get("/models/{name}/versions/{version}", dependencies=[Read], responses=MODEL_ERRORS)
 def model_version_metadata(name: str, version: str, app: App) -> dict:
     """The model's inputs and outputs (its current version only)."""
     return metadata(_model(app, name, version))
 
 
-@router.get("/models/{name}/ready", dependencies=[Read])
+@router.get("/models/{name}/ready", dependencies=[Read], responses=MODEL_ERRORS)
 def model_ready(name: str, app: App) -> dict:
     """The model serves (404 otherwise)."""
     live = _model(app, name)
     return {"name": live.name, "ready": True}
 
 
-@router.get("/models/{name}/versions/{version}/ready", dependencies=[Read])
+@router.get("/models/{name}/versions/{version}/ready", dependencies=[Read], responses=MODEL_ERRORS)
 def model_version_ready(name: str, version: str, app: App) -> dict:
     """The model serves this version (404 otherwise)."""
     live = _model(app, name, version)
     return {"name": live.name, "ready": True}
 
 
-@router.post("/models/{name}/infer", dependencies=[Read])
+@router.post(
+    "/models/{name}/infer",
+    dependencies=[Read],
+    responses=MODEL_ERRORS,
+    openapi_extra=INFER_BODY,
+)
 async def infer(name: str, request: Request, app: App) -> Response:
     """Labels, scores and probabilities of a tensor of instances."""
     return await _infer(app, name, None, request)
 
 
-@router.post("/models/{name}/versions/{version}/infer", dependencies=[Read])
+@router.post(
+    "/models/{name}/versions/{version}/infer",
+    dependencies=[Read],
+    responses=MODEL_ERRORS,
+    openapi_extra=INFER_BODY,
+)
 async def infer_version(name: str, version: str, request: Request, app: App) -> Response:
     """Labels, scores and probabilities of a tensor of instances (current version only)."""
     return await _infer(app, name, version, request)
@@ -145,8 +210,8 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
     with app.models.use(name) as live:
         _model(app, name, version)
         X = _input(head, binary, live.n_features)
-        variant = str(head.get("parameters", {}).get("variant", "live"))
-        if variant not in ("live", "averaged"):
+        variant = _object(head.get("parameters"), "parameters").get("variant", "live")
+        if not isinstance(variant, str) or variant not in ("live", "averaged"):
             raise _invalid(f"parameter variant: 'live' or 'averaged', not {variant!r}")
         try:
             batch = as_batch(X, live.n_features)
@@ -165,6 +230,15 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
 
 def _invalid(message: str) -> InvalidRequest:
     return InvalidRequest("invalid_input", message)
+
+
+def _object(value, where: str) -> dict:
+    """An optional JSON object of the request (``{}`` when absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _invalid(f"{where}: a JSON object")
+    return value
 
 
 def _split(body: bytes, length: str | None) -> tuple[dict, memoryview]:
@@ -190,7 +264,7 @@ def _input(head: dict, binary: memoryview, n_features: int) -> np.ndarray:
         raise _invalid("give exactly one input tensor (inputs: [{name, shape, datatype, data}])")
     tensor = inputs[0]
     datatype, shape = tensor.get("datatype"), tensor.get("shape")
-    if datatype not in INPUT_TYPES:
+    if not isinstance(datatype, str) or datatype not in INPUT_TYPES:
         raise _invalid(f"input datatype {datatype!r}: FP32 or FP64")
     if (
         not isinstance(shape, list)
@@ -200,10 +274,10 @@ def _input(head: dict, binary: memoryview, n_features: int) -> np.ndarray:
     ):
         raise _invalid(f"input shape {shape!r}: [n, {n_features}]")
     count = shape[0] * shape[1]
-    size = (tensor.get("parameters") or {}).get("binary_data_size")
+    size = _object(tensor.get("parameters"), "inputs.0.parameters").get("binary_data_size")
     if size is not None:
         itemsize = np.dtype(INPUT_TYPES[datatype]).itemsize
-        if size != count * itemsize or size > len(binary):
+        if type(size) is not int or size != count * itemsize or size > len(binary):
             raise _invalid(f"binary_data_size {size!r} does not match the shape {shape}")
         values = np.frombuffer(binary[:size], dtype=INPUT_TYPES[datatype])
     else:
@@ -220,7 +294,7 @@ def _input(head: dict, binary: memoryview, n_features: int) -> np.ndarray:
 def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
     """The outputs asked for (all by default), in JSON or binary as asked."""
     asked = head.get("outputs")
-    everything_binary = bool((head.get("parameters") or {}).get("binary_data_output", False))
+    everything_binary = _object(head.get("parameters"), "parameters").get("binary_data_output")
     if asked is None:
         asked = [{"name": name} for name in outputs]
     if not isinstance(asked, list) or not all(isinstance(o, dict) for o in asked):
@@ -228,12 +302,13 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
     answer, chunks = [], []
     for output in asked:
         name = output.get("name")
-        if name not in outputs:
+        if not isinstance(name, str) or name not in outputs:
             raise _invalid(f"output {name!r}: this model gives {sorted(outputs)}")
         datatype, values = outputs[name]
         array = _array(datatype, values)
         entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}
-        binary = (output.get("parameters") or {}).get("binary_data", everything_binary)
+        parameters = _object(output.get("parameters"), f"outputs.{name}.parameters")
+        binary = parameters.get("binary_data", everything_binary) is True
         if binary:
             data = _binary(datatype, array)
             entry["parameters"] = {"binary_data_size": len(data)}
@@ -242,7 +317,7 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
             entry["data"] = array.reshape(-1).tolist()
         answer.append(entry)
     result = {"model_name": live.name, "model_version": str(live.version), "outputs": answer}
-    if "id" in head:
+    if isinstance(head.get("id"), str):
         result["id"] = head["id"]
     text = json.dumps(result, separators=(",", ":")).encode()
     if not chunks:

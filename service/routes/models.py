@@ -66,7 +66,7 @@ def delete_model(name: str, app: App) -> Response:
 )
 def export_model(name: str, app: App) -> Response:
     """The model as it is now, as a safetensors file (arrays as tensors, spec and counters
-    in its metadata): `POST /v1/models/import` and `lorentztron eval` read it."""
+    in its metadata): `PUT /v1/models/{name}` and `lorentztron eval` read it."""
     return Response(
         app.models.export(name),
         media_type=MEDIA_TYPE,
@@ -74,8 +74,8 @@ def export_model(name: str, app: App) -> Response:
     )
 
 
-@router.post(
-    "/import",
+@router.put(
+    "/{name}",
     status_code=201,
     response_model=ModelInfo,
     dependencies=[Write],
@@ -88,14 +88,12 @@ def export_model(name: str, app: App) -> Response:
         }
     },
 )
-async def import_model(
-    request: Request, app: App, response: Response, name: str | None = None
-) -> dict:
-    """Create a model from a safetensors model file, named `name` (default: the file's);
-    durable before the answer, like a create. Takes an `Idempotency-Key`."""
+async def import_model(name: str, request: Request, app: App, response: Response) -> dict:
+    """Create the model `name` from a safetensors model file (an import); durable before
+    the answer, like a create (409 if the name is taken). Takes an `Idempotency-Key`."""
     data = await request.body()
-    key = key_of(request.headers.get(HEADER), "import", name or "", data)
+    key = key_of(request.headers.get(HEADER), "import", name, data)
     answer = await run_sync(app.executor, app.models.import_model, data, name, key)
-    response.headers["Location"] = f"/v1/models/{answer['name']}"
+    response.headers["Location"] = f"/v1/models/{name}"
     response.headers.update(answer_headers(answer) or {})
     return answer

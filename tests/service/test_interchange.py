@@ -59,10 +59,10 @@ def test_export_then_import_predicts_the_same(client, kind):
     model = json.loads(read_tensors(exported.content)[1]["model"])
     assert model["name"] == "m" and model["version"] == 1 and model["spec"]["kind"] == kind
     headers = {"content-type": "application/vnd.safetensors", "Idempotency-Key": "i1"}
-    imported = client.post("/v1/models/import?name=copy", content=exported.content, headers=headers)
+    imported = client.put("/v1/models/copy", content=exported.content, headers=headers)
     assert imported.status_code == 201, imported.text
     assert imported.json()["version"] == 1 and imported.json()["examples_learned"] == 3
-    again = client.post("/v1/models/import?name=copy", content=exported.content, headers=headers)
+    again = client.put("/v1/models/copy", content=exported.content, headers=headers)
     assert again.json() == imported.json() and again.headers["idempotent-replayed"] == "true"
     instances = {"instances": [{"x": x} for x in ROWS]}
     for variant in ("live", "averaged") if kind == "dos" else ("live",):
@@ -76,9 +76,9 @@ def test_export_then_import_predicts_the_same(client, kind):
         client.get("/v1/models/copy").json()["metrics"]
         == client.get("/v1/models/m").json()["metrics"]
     )
-    bad = client.post(
-        "/v1/models/import", content=b"nonsense", headers=headers | {"Idempotency-Key": "i2"}
+    bad = client.put(
+        "/v1/models/other", content=b"nonsense", headers=headers | {"Idempotency-Key": "i2"}
     )
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
-    exists = client.post("/v1/models/import", content=exported.content)
+    exists = client.put("/v1/models/m", content=exported.content)
     assert exists.status_code == 409 and exists.json()["error"]["code"] == "model_exists"
