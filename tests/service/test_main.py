@@ -84,3 +84,10 @@ def test_cli_serves_over_real_http(tmp_path):
     assert unmatched["status"] == 404 and unmatched["endpoint"] == "unmatched"
     assert unmatched["request_id"] == missing.headers["x-request-id"]
     assert "s3cret-token" not in output
+
+
+def test_metrics_have_no_created_series(client):
+    client.get("/healthz")
+    text = client.get("/metrics").text
+    assert "lorentztron_http_requests_total{" in text
+    assert "_created" not in text
