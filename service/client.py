@@ -36,6 +36,7 @@ They retry connection failures, timeouts and the answers that say "try again" (5
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import time
@@ -145,6 +146,16 @@ class Call:
     params: dict[str, str] | None = None
     retry: bool = False
     read: Callable[[httpx.Response], Any] = lambda response: response.json()
+
+    @property
+    def rest(self) -> dict:
+        """The request's other arguments for httpx."""
+        return {"json": self.json, "headers": self.headers, "params": self.params}
+
+
+@dataclass(frozen=True)
+class _Retry:
+    delay: float
 
 
 def _no_content(response: httpx.Response) -> None:
@@ -266,6 +277,17 @@ class _Calls:
         if after is not None and after.replace(".", "", 1).isdigit():
             return min(float(after), self.max_backoff)
         return min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+
+    def _settle(self, call: Call, attempt: int, response, error):
+        """After one try: the answer read, or its error raised, or ``_Retry`` (safe to send
+        again, after a delay)."""
+        if error is None and response.is_success:
+            return call.read(response)
+        if self._again(call, attempt, response):
+            return _Retry(self._delay(attempt, response))
+        if error is not None:
+            raise TransportError(f"{call.method} {call.path}: {error!r}") from error
+        raise error_of(response)
 
     def _again(self, call: Call, attempt: int, response: httpx.Response | None) -> bool:
         """Whether to send ``call`` again after this answer (None: no answer)."""
@@ -448,27 +470,17 @@ class Client(_Calls):
 
     def send(self, call: Call):
         """Send a request, retried where safe; its answer read, or its error raised."""
-        for attempt in range(self.retries + 1):
-            response = None
+        for attempt in itertools.count():
+            response = error = None
             try:
-                response = self.http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    content=call.content() if call.content is not None else None,
-                    headers=call.headers,
-                    params=call.params,
-                )
-            except httpx.TransportError as error:
-                if not self._again(call, attempt, None):
-                    raise TransportError(f"{call.method} {call.path}: {error!r}") from error
-            else:
-                if response.is_success:
-                    return call.read(response)
-                if not self._again(call, attempt, response):
-                    raise error_of(response)
-            time.sleep(self._delay(attempt, response))
-        raise AssertionError("unreachable")  # pragma: no cover
+                content = call.content() if call.content is not None else None
+                response = self.http.request(call.method, call.path, content=content, **call.rest)
+            except httpx.TransportError as failure:
+                error = failure
+            outcome = self._settle(call, attempt, response, error)
+            if not isinstance(outcome, _Retry):
+                return outcome
+            time.sleep(outcome.delay)
 
     def upload(
         self, name: str, X, y, format: str = "auto", max_bytes: int = 8 << 20, progress=None
@@ -503,30 +515,21 @@ class AsyncClient(_Calls):
 
     async def send(self, call: Call):
         """Send a request, retried where safe; its answer read, or its error raised."""
-        for attempt in range(self.retries + 1):
-            response = None
+        for attempt in itertools.count():
+            response = error = None
             try:
                 content = call.content() if call.content is not None else None
                 if content is not None and not isinstance(content, bytes):
                     content = _AsyncBody(content)
                 response = await self.http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    content=content,
-                    headers=call.headers,
-                    params=call.params,
+                    call.method, call.path, content=content, **call.rest
                 )
-            except httpx.TransportError as error:
-                if not self._again(call, attempt, None):
-                    raise TransportError(f"{call.method} {call.path}: {error!r}") from error
-            else:
-                if response.is_success:
-                    return call.read(response)
-                if not self._again(call, attempt, response):
-                    raise error_of(response)
-            await asyncio.sleep(self._delay(attempt, response))
-        raise AssertionError("unreachable")  # pragma: no cover
+            except httpx.TransportError as failure:
+                error = failure
+            outcome = self._settle(call, attempt, response, error)
+            if not isinstance(outcome, _Retry):
+                return outcome
+            await asyncio.sleep(outcome.delay)
 
     async def upload(
         self, name: str, X, y, format: str = "auto", max_bytes: int = 8 << 20, progress=None

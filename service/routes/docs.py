@@ -20,23 +20,20 @@ def assets() -> StaticFiles:
     return StaticFiles(directory=str(files("fastapi_offline") / "static"))
 
 
+#: what both pages are given
+PAGE = {"openapi_url": "/openapi.json", "title": f"{TITLE} API"}
+
+
 @router.get("/docs")
 def swagger_ui() -> HTMLResponse:
+    js, css = f"{ASSETS}/swagger-ui-bundle.js", f"{ASSETS}/swagger-ui.css"
+    icon = f"{ASSETS}/favicon.png"
     return get_swagger_ui_html(
-        openapi_url="/openapi.json",
-        title=f"{TITLE} API",
-        swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
-        swagger_css_url=f"{ASSETS}/swagger-ui.css",
-        swagger_favicon_url=f"{ASSETS}/favicon.png",
+        **PAGE, swagger_js_url=js, swagger_css_url=css, swagger_favicon_url=icon
     )
 
 
 @router.get("/redoc")
 def redoc() -> HTMLResponse:
-    return get_redoc_html(
-        openapi_url="/openapi.json",
-        title=f"{TITLE} API",
-        redoc_js_url=f"{ASSETS}/redoc.standalone.js",
-        redoc_favicon_url=f"{ASSETS}/favicon.png",
-        with_google_fonts=False,
-    )
+    js, icon = f"{ASSETS}/redoc.standalone.js", f"{ASSETS}/favicon.png"
+    return get_redoc_html(**PAGE, redoc_js_url=js, redoc_favicon_url=icon, with_google_fonts=False)

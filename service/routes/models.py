@@ -12,13 +12,16 @@ from service.threads import run_sync
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-@router.post(
-    "",
-    status_code=201,
-    response_model=ModelInfo,
-    dependencies=[Write],
-    responses=errors(401, 403, 409, 413, 422, 503),
-)
+#: the route options of what creates a model (a create, an import)
+CREATES = {
+    "status_code": 201,
+    "response_model": ModelInfo,
+    "dependencies": [Write],
+    "responses": errors(401, 403, 409, 413, 422, 503),
+}
+
+
+@router.post("", **CREATES)
 def create_model(spec: CreateModel, app: App, request: Request, response: Response) -> dict:
     """Create a named model; it is durable (its first snapshot written) before the answer.
     With an `Idempotency-Key`, a retry gets the first answer again."""
@@ -76,10 +79,7 @@ def export_model(name: str, app: App) -> Response:
 
 @router.put(
     "/{name}",
-    status_code=201,
-    response_model=ModelInfo,
-    dependencies=[Write],
-    responses=errors(401, 403, 409, 413, 422, 503),
+    **CREATES,
     openapi_extra={
         "requestBody": {
             "required": True,

@@ -18,6 +18,7 @@ import uvicorn
 
 from service.config import Settings
 from service.main import create_app
+from tests.service.test_end_to_end import ServerThread
 
 LOADTEST = Path(__file__).resolve().parents[2] / "deploy" / "loadtest"
 
@@ -70,18 +71,8 @@ def free_port() -> int:
 def server_url(tmp_path_factory):
     """The service under uvicorn on a loopback port, in a background thread."""
     settings = Settings(snapshot_dir=tmp_path_factory.mktemp("snapshots"), snapshot_interval=3600)
-    port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    with ServerThread(create_app(settings)) as server:
+        yield server.url
 
 
 def small(url: str, **options) -> loadgen.LoadConfig:
@@ -237,23 +228,19 @@ def test_percentiles_are_nearest_rank():
 @pytest.fixture(scope="module")
 def keyed_url(tmp_path_factory):
     """A service that needs keys, with an existing three-class model of 64 inputs."""
-    import httpx
-
     settings = Settings(
         snapshot_dir=tmp_path_factory.mktemp("keyed"),
         snapshot_interval=3600,
         write_keys=["w"],
         read_keys=["r"],
     )
-    port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive()
-        time.sleep(0.05)
-    url = f"http://127.0.0.1:{port}"
+    with ServerThread(create_app(settings)) as server:
+        yield from _with_spam_model(server.url)
+
+
+def _with_spam_model(url: str):
+    import httpx
+
     spec = {
         "name": "spam",
         "kind": "linear-pa",
@@ -263,8 +250,6 @@ def keyed_url(tmp_path_factory):
     created = httpx.post(f"{url}/v1/models", json=spec, headers={"Authorization": "Bearer w"})
     assert created.status_code == 201, created.text
     yield url
-    server.should_exit = True
-    thread.join(timeout=30)
 
 
 def test_keys_and_an_existing_model_with_its_own_classes(keyed_url):

@@ -23,7 +23,7 @@ from service.feedback_log import RecordKey, RedisLog, decode_keyed, encode_recor
 from service.idempotency import Answers, Key, key_of
 from service.main import create_app
 from tests.service.conftest import RedisServer, TestClient, create, wait_for
-from tests.service.server import ServiceProcess
+from tests.service.server import ServiceProcess, roles
 
 
 def key(name="k1", body=b"{}", endpoint="feedback") -> Key:
@@ -211,13 +211,8 @@ def test_answers_survive_a_restart_from_the_log_and_from_a_snapshot(tmp_path):
 
 # -- SIGKILL between the append and the answer -----------------------------------------------
 N_FEATURES = 20
-SPEC = {
-    "name": "m",
-    "kind": "dos",
-    "params": {"rank": 16, "seed": 3},
-    "input": {"n_features": N_FEATURES},
-    "averaging": {"interval": 1000},
-}
+SPEC = dict(name="m", kind="dos", params={"rank": 16, "seed": 3}, averaging={"interval": 1000})
+SPEC["input"] = {"n_features": N_FEATURES}
 
 
 def svmlight(n: int, seed: int) -> bytes:
@@ -350,17 +345,7 @@ def test_sigkill_between_append_and_answer(tmp_path, store):
 def test_api_replicas_answer_a_retry_from_redis(tmp_path):
     redis_server = RedisServer(tmp_path)
     redis_server.start()
-    common = {
-        "LORENTZTRON_REDIS_URL": redis_server.url,
-        "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
-        "LORENTZTRON_POLL_INTERVAL": "0.5",
-        "LORENTZTRON_LOG_LEVEL": "warning",
-    }
-    learner = ServiceProcess({**common, "LORENTZTRON_ROLE": "learner"}, tmp_path / "learner.log")
-    replicas = [
-        ServiceProcess({**common, "LORENTZTRON_ROLE": "api"}, tmp_path / f"api{i}.log")
-        for i in range(2)
-    ]
+    learner, replicas = roles(redis_server.url, tmp_path)
     client = redis.Redis.from_url(redis_server.url)
 
     def version(url: str) -> int | None:
