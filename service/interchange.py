@@ -12,6 +12,10 @@ plus string ``__metadata__``), then the raw little-endian tensor bytes. A model'
   rest: name, version, create request (``spec``), the estimator's ``kind``, ``params`` and
   ``scalars``, and the service's scalars.
 
+A model trained with the library loads into the service when its structure is the one the
+service builds for ``spec`` (time-averaged and calibrated by default, as ``POST /v1/models``
+makes it): ``dump_model(name, 0, spec, estimator.get_state())``; the import checks it.
+
 ``GET /v1/models/{name}/export`` writes one, ``PUT /v1/models/{name}`` reads one into a
 new model, and ``lorentztron learn`` / ``eval`` / ``export`` / ``import`` use them offline.
 """

@@ -150,9 +150,7 @@ class Models:
         durable before it serves, like ``create``."""
         try:
             info, state = load_model(data)
-            spec = CreateModel.model_validate(
-                {**spec_to_json(spec_from_json(info["spec"])), "name": name}
-            )
+            spec = CreateModel.model_validate({**info["spec"], "name": name})
         except (InterchangeError, ValidationError) as error:
             raise InvalidRequest("invalid_input", f"not a model file: {error}") from None
         return self.create(spec, key, state=state, version=info["version"])

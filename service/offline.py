@@ -25,7 +25,7 @@ from service.cache import PredictionCache
 from service.interchange import dump_model, load_model
 from service.kinds import Limits, build, plan
 from service.live import LiveModel
-from service.schemas import CreateModel, spec_from_json, spec_to_json
+from service.schemas import CreateModel, spec_to_json
 
 PART_LINES = 2000
 SVMLIGHT, NDJSON = "text/x-svmlight", "application/x-ndjson"
@@ -183,7 +183,7 @@ def save(live: LiveModel, path: Path) -> int:
 def load(path: Path) -> LiveModel:
     """A live model from its file."""
     info, state = load_model(path.read_bytes())
-    live = new_model(spec_from_json(info["spec"]))
+    live = new_model(CreateModel.model_validate(info["spec"]))
     live.load_state(state)
     live.version = info["version"]
     return live

@@ -82,3 +82,34 @@ def test_export_then_import_predicts_the_same(client, kind):
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
     exists = client.put("/v1/models/m", content=exported.content)
     assert exists.status_code == 409 and exists.json()["error"]["code"] == "model_exists"
+
+
+def test_a_model_trained_with_the_library_loads_into_the_service(client):
+    """The structure the service builds for a linear-pa create request (time-averaged and
+    calibrated by default), trained in-process, written with ``dump_model`` and imported:
+    the service predicts what the library model predicts; a mismatch is a clear 422."""
+    from core.averaging import Averaged
+    from core.calibration import Calibrated
+    from core.linear import LinearPA
+    from service.interchange import dump_model
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = np.where(X[:, 0] - X[:, 2] > 0, 1, -1)
+    model = Averaged(model=Calibrated(model=LinearPA(n_features=3)), interval=100)
+    model.learn_many(X, y)
+    spec = {"name": "lib", "kind": "linear-pa", "input": {"n_features": 3}}
+    spec["averaging"] = {"interval": 100}
+    data = dump_model("lib", 0, spec, model.get_state())
+    headers = {"content-type": "application/vnd.safetensors"}
+    assert client.put("/v1/models/lib", content=data, headers=headers).status_code == 201
+    body = {"instances": [{"x": x.tolist()} for x in X[:20]]}
+    for variant in ("live", "averaged"):
+        served = client.post(f"/v1/models/lib/predict?variant={variant}", json=body).json()
+        scorer = model.scorer(variant)
+        assert [p["score"] for p in served["predictions"]] == scorer.score_many(X[:20]).tolist()
+    plain = dump_model("plain", 0, {**spec, "name": "plain"}, LinearPA(n_features=3).get_state())
+    refused = client.put("/v1/models/plain", content=plain, headers=headers)
+    assert (
+        refused.status_code == 422 and "does not fit its spec" in refused.json()["error"]["message"]
+    )
