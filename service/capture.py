@@ -4,7 +4,8 @@ Beside the estimator's state, a snapshot state carries under ``"service"`` (arra
 scalars named with the prefix ``service.``) what the service keeps about the model: its
 refit window (``service.reservoir.*``), its progressive metrics (``service.progressive.*``)
 and its counters and identity (``service.model.*``: creation time, incarnation, examples
-learned, aggressive updates, predictions, refits). A restart, a crash (snapshot + log
+learned, aggressive updates, predictions, refits) and the answers of its keyed requests
+(``service.answers.table``, ``service.idempotency``). A restart, a crash (snapshot + log
 replay) or a replica loading a published version so continues the model's story.
 
 The arrays are copied into buffers kept from one capture to the next: a fresh allocation
@@ -23,6 +24,7 @@ from core.base import Estimator
 RESERVOIR = "service.reservoir."
 PROGRESSIVE = "service.progressive."
 MODEL = "service.model."
+ANSWERS = "service.answers."
 SERVICE = "service."
 
 
@@ -88,7 +90,7 @@ def split_service(state: dict) -> tuple[dict, dict]:
         for name in [n for n in own[key] if n.startswith(SERVICE)]:
             entries[name] = own[key].pop(name)
         for name, value in entries.items():
-            for prefix in (RESERVOIR, PROGRESSIVE, MODEL):
+            for prefix in (RESERVOIR, PROGRESSIVE, MODEL, ANSWERS):
                 if name.startswith(prefix):
                     part = found.setdefault(prefix, {"arrays": {}, "scalars": {}})
                     part[key][name[len(prefix) :]] = value

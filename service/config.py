@@ -16,8 +16,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LORENTZTRON_", extra="ignore")
 
+    #: Address to listen on (``0.0.0.0``: every interface).
     host: str = "127.0.0.1"
+    #: Port to listen on.
     port: int = Field(8000, ge=0, le=65535)
+    #: Log level: ``debug``, ``info`` (one JSON line per request), ``warning``, ``error``.
     log_level: str = "info"
 
     #: Redis URL for snapshots (``redis://host:6379/0``); unset = local snapshot files.
@@ -64,6 +67,10 @@ class Settings(BaseSettings):
     #: peak. See ``service.cli.tune_malloc``.
     malloc_keep_freed: bool = True
 
+    #: Seconds a model request that arrives while the models are being restored (start-up)
+    #: waits for them before it is answered 503 ``not_ready``.
+    startup_wait: float = Field(30.0, ge=0)
+
     #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
     #: predictions from published versions and appends feedback to the log; needs Redis) or
     #: ``learner`` (the single writer: consumes the log, learns, publishes versions).
@@ -86,6 +93,11 @@ class Settings(BaseSettings):
     publish_interval: float = Field(0.25, gt=0)
     #: Api replicas: seconds between polls of the latest versions (fallback to pub/sub).
     poll_interval: float = Field(2.0, gt=0)
+
+    #: Seconds an ``Idempotency-Key`` is answered again (feedback, create, restore, import).
+    idempotency_ttl: float = Field(86400.0, gt=0)
+    #: Most bytes of kept answers of keyed requests per model (the oldest dropped first).
+    idempotency_bytes: int = Field(32 * 1024 * 1024, gt=0)
 
     #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
     write_keys: Annotated[list[str], NoDecode] = []

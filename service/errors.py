@@ -149,8 +149,12 @@ def error_response(error: Exception) -> ErrorResponse | None:
     return None
 
 
-def json_response(response: ErrorResponse) -> JSONResponse:
+def json_response(response: ErrorResponse, path: str = "") -> JSONResponse:
+    """The error as a JSON response; under ``/v2/`` (the Open Inference Protocol) in its
+    form, ``{"error": message}``, with the code beside it."""
     status, body, headers = response
+    if path.startswith("/v2/") or path == "/v2":
+        body = {"error": body["error"]["message"], "code": body["error"]["code"]}
     return JSONResponse(body, status, headers=headers)
 
 
@@ -174,7 +178,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if status == 405:  # every method of the path, not only the first route's
             table = request.app.state.methods
             headers = {"Allow": ", ".join(allowed_methods(table, request.url.path))}
-        return json_response((status, body, headers))
+        return json_response((status, body, headers), request.url.path)
 
     for kind in (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect):
         app.add_exception_handler(kind, handler)

@@ -94,6 +94,10 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     ),
     "model_too_large": (InvalidRequest, "the model would exceed a size limit"),
     "kind_unavailable": (InvalidRequest, "the kind needs an optional extra that is missing"),
+    "idempotency_key_reused": (
+        InvalidRequest,
+        "the Idempotency-Key was used with another request (endpoint or body)",
+    ),
     "unauthorized": (Unauthorized, "the endpoint needs a bearer key"),
     "forbidden": (Forbidden, "the key is not allowed to do this"),
     "model_not_found": (NotFound, "no model has this name"),
@@ -104,11 +108,19 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "too_many_models": (Conflict, "the service holds its maximum number of models"),
     "wrong_role": (Conflict, "snapshot or restore on an api replica"),
     "snapshot_mismatch": (Conflict, "the snapshot was taken from another configuration"),
+    "idempotency_key_in_use": (
+        Conflict,
+        "a request with this Idempotency-Key is being handled: retry when it is answered",
+    ),
     "payload_too_large": (TooLarge, "the body is larger than the limit"),
     "batch_too_large": (TooLarge, "more instances or examples than one JSON request takes"),
     "unsupported_media_type": (UnsupportedMediaType, "the body's Content-Type is not read here"),
     "store_unavailable": (Unavailable, "the snapshot store failed"),
     "log_unavailable": (Unavailable, "the feedback log failed (see the feedback endpoint)"),
+    "not_ready": (
+        Unavailable,
+        "the service is starting (models being restored): retry, or wait for /readyz",
+    ),
     "client_closed": (ClientClosed, "the client disconnected before its body was read"),
     "internal_error": (Internal, "an unexpected error (a bug), logged with its traceback"),
 }

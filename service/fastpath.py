@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect
 
 from service.deps import Components, check_read, check_write
 from service.errors import error_response, json_response
+from service.idempotency import answer_headers
 from service.routes import feedback, predict
 
 PREFIX = "/v1/models/"
@@ -107,4 +108,4 @@ class FastPath:
                 raise
             await json_response(response)(scope, receive, send)
             return
-        await JSONResponse(answer)(scope, receive, send)
+        await JSONResponse(answer, headers=answer_headers(answer))(scope, receive, send)

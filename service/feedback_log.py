@@ -13,6 +13,11 @@ Record encoding (little endian), shared by both logs::
     | time f64 (seconds since the epoch, when appended)
     | indptr int64[n_rows + 1] | indices int64[nnz] | values float64[nnz] | targets [n_rows]
 
+A record of a request that carried an ``Idempotency-Key`` (``service.idempotency``) starts
+with ``b"LZTK"`` instead and ends with ``key length u16 | key (ASCII) | fingerprint
+(16 bytes) | flags u8`` (bit 0: the answer lists per-example results): replaying it
+rebuilds the request's answer.
+
 **File log** (the embedded default, ``<log_dir>/<model>/``): segment files
 ``<first position:016d>.log`` of frames ``length u32 | crc32 u32 | position u64 | record``.
 Positions are consecutive integers from 1. Appends are written under the model's writer
@@ -50,7 +55,7 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -60,6 +65,8 @@ from service.keys import RedisKeys
 log = logging.getLogger("lorentztron.log")
 
 RECORD_MAGIC = b"LZTB"
+KEYED_MAGIC = b"LZTK"
+_KEY = struct.Struct("<H")
 _RECORD = struct.Struct("<4sIIBd")
 _FRAME = struct.Struct("<IIQ")  # payload length (record), crc32 of position + record, position
 _TARGET_KINDS = {0: np.dtype("<i8"), 1: np.dtype("<f8")}
@@ -85,43 +92,82 @@ class ModelGone(Exception):
     was deleted, or deleted and created again, by another process); nothing was written."""
 
 
-def encode_record(batch: CSRBatch, targets: np.ndarray, at: float | None = None) -> bytes:
-    """The bytes of one record (module docstring)."""
+class RecordKey(NamedTuple):
+    """The idempotency key a record carries (module docstring)."""
+
+    key: str
+    fingerprint: str  # 32 hexadecimal digits
+    with_results: bool
+
+
+def encode_record(
+    batch: CSRBatch, targets: np.ndarray, at: float | None = None, key: RecordKey | None = None
+) -> bytes:
+    """The bytes of one record (module docstring), with ``key`` when the request had one."""
     kind = 1 if targets.dtype.kind == "f" else 0
     head = _RECORD.pack(
-        RECORD_MAGIC,
+        RECORD_MAGIC if key is None else KEYED_MAGIC,
         batch.n_rows,
         batch.indices.shape[0],
         kind,
         time.time() if at is None else at,
     )
-    return b"".join(
-        (
-            head,
-            batch.indptr.astype("<i8", copy=False).tobytes(),
-            batch.indices.astype("<i8", copy=False).tobytes(),
-            batch.values.astype("<f8", copy=False).tobytes(),
-            targets.astype(_TARGET_KINDS[kind], copy=False).tobytes(),
-        )
-    )
+    parts = [
+        head,
+        batch.indptr.astype("<i8", copy=False).tobytes(),
+        batch.indices.astype("<i8", copy=False).tobytes(),
+        batch.values.astype("<f8", copy=False).tobytes(),
+        targets.astype(_TARGET_KINDS[kind], copy=False).tobytes(),
+    ]
+    if key is not None:
+        name = key.key.encode("ascii")
+        parts += (_KEY.pack(len(name)), name, bytes.fromhex(key.fingerprint))
+        parts.append(bytes([1 if key.with_results else 0]))
+    return b"".join(parts)
 
 
 def decode_record(data: bytes | memoryview) -> tuple[CSRBatch, np.ndarray, float]:
     """(batch, targets, append time) of a record; LogCorrupt if it does not parse."""
+    return decode_keyed(data)[:3]
+
+
+def decode_keyed(
+    data: bytes | memoryview,
+) -> tuple[CSRBatch, np.ndarray, float, RecordKey | None]:
+    """(batch, targets, append time, idempotency key or None) of a record."""
     if len(data) < _RECORD.size:
         raise LogCorrupt("record shorter than its header")
     magic, n_rows, nnz, kind, at = _RECORD.unpack_from(data, 0)
-    if magic != RECORD_MAGIC or kind not in _TARGET_KINDS:
+    if magic not in (RECORD_MAGIC, KEYED_MAGIC) or kind not in _TARGET_KINDS:
         raise LogCorrupt("not a feedback record")
     sizes = (8 * (n_rows + 1), 8 * nnz, 8 * nnz, 8 * n_rows)
-    if _RECORD.size + sum(sizes) != len(data):
+    end = _RECORD.size + sum(sizes)
+    key = None
+    if magic == KEYED_MAGIC:
+        key, trailer = _record_key(data, end)
+        end += trailer
+    if end != len(data):
         raise LogCorrupt("record length does not match its header")
     arrays, offset = [], _RECORD.size
     for dtype, size in zip(("<i8", "<i8", "<f8", _TARGET_KINDS[kind]), sizes, strict=True):
         arrays.append(np.frombuffer(data, dtype=dtype, count=size // 8, offset=offset).copy())
         offset += size
     indptr, indices, values, targets = (a.astype(a.dtype.newbyteorder("=")) for a in arrays)
-    return CSRBatch(indptr, indices, values), targets, at
+    return CSRBatch(indptr, indices, values), targets, at, key
+
+
+def _record_key(data, offset: int) -> tuple[RecordKey, int]:
+    """The key trailer at ``offset`` and its length in bytes."""
+    if len(data) < offset + _KEY.size:
+        raise LogCorrupt("record shorter than its key")
+    (length,) = _KEY.unpack_from(data, offset)
+    start = offset + _KEY.size
+    if len(data) < start + length + 17:
+        raise LogCorrupt("record shorter than its key")
+    name = bytes(data[start : start + length]).decode("ascii", errors="replace")
+    fingerprint = bytes(data[start + length : start + length + 16]).hex()
+    flags = data[start + length + 16]
+    return RecordKey(name, fingerprint, bool(flags & 1)), _KEY.size + length + 17
 
 
 class FeedbackLog(Protocol):
@@ -385,7 +431,7 @@ class FileLog:
 
 #: KEYS: the model's incarnation key, its stream, its deleted incarnations; ARGV: the
 #: incarnation, then the records (service.keys: a missing key no deletion explains is set)
-_APPEND = """
+_CURRENT = """
 local current = redis.call('GET', KEYS[1])
 if current == false then
   if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 'GONE' end
@@ -393,10 +439,27 @@ if current == false then
 elseif current ~= ARGV[1] then
   return 'GONE'
 end
+"""
+_APPEND = (
+    _CURRENT
+    + """
 local ids = {}
 for i = 2, #ARGV do ids[#ids + 1] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[i]) end
 return ids
 """
+)
+#: the same checks, KEYS[4] the key's answer; ARGV: the incarnation, the record, the answer,
+#: its lifetime in ms. Appends unless the key has an answer: {"NEW", id} or {"DONE", answer}
+_APPEND_ONCE = (
+    _CURRENT
+    + """
+local stored = redis.call('GET', KEYS[4])
+if stored then return {'DONE', stored} end
+local id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2])
+redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+return {'NEW', id}
+"""
+)
 
 
 class RedisLog:
@@ -407,6 +470,7 @@ class RedisLog:
         self.client = client
         self.keys = RedisKeys(prefix)
         self._append_script = client.register_script(_APPEND)
+        self._append_once_script = client.register_script(_APPEND_ONCE)
 
     def key(self, model: str) -> str:
         return self.keys.log(model)
@@ -444,6 +508,38 @@ class RedisLog:
             raise LogUnavailable(
                 f"the feedback log could not be written: {error}", maybe_written=True
             ) from None
+
+    def append_once(
+        self, model: str, record: bytes, incarnation: str, key: str, answer: bytes, ttl: float
+    ) -> tuple[str | None, bytes | None]:
+        """Append a keyed record and keep its ``answer`` for ``ttl`` seconds, in one atomic
+        step, unless the key has an answer already: (position, None) or (None, the stored
+        answer). For the processes that only log (``service.idempotency``)."""
+        try:
+            reply = self._append_once_script(
+                keys=[
+                    self.keys.incarnation(model),
+                    self.key(model),
+                    self.keys.deleted(model),
+                    self.keys.idempotency(model, incarnation, key),
+                ],
+                args=[incarnation, record, answer, max(1, int(ttl * 1000))],
+            )
+        except Exception as error:
+            raise LogUnavailable(
+                f"the feedback log could not be written: {error}", maybe_written=True
+            ) from None
+        if reply == b"GONE":
+            raise ModelGone(f"model {model!r} was deleted (or replaced) elsewhere")
+        status, value = reply
+        return (value.decode(), None) if status == b"NEW" else (None, value)
+
+    def answered(self, model: str, incarnation: str, key: str) -> bytes | None:
+        """The answer kept for a key by ``append_once`` (None: none)."""
+        try:
+            return self.client.get(self.keys.idempotency(model, incarnation, key))
+        except Exception as error:
+            raise LogUnavailable(f"the feedback log could not be read: {error}") from None
 
     def read_after(
         self, model: str, position: str | None, chunk: int = 1000

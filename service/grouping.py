@@ -19,6 +19,8 @@ from typing import Any
 
 from service.bodies import Prepared, prepare_feedback
 from service.exceptions import ServiceError
+from service.idempotency import Answer, Key
+from service.journal import Feedback
 from service.live import LiveModel
 
 #: feedback bodies up to this size are handled in groups per model (larger ones alone)
@@ -26,89 +28,94 @@ GROUP_BODY_BYTES = 64 * 1024
 #: at most this many requests per group
 GROUP_REQUESTS = 64
 
-#: one request of a group: its content type and body
-Request = tuple[str | None, bytes]
+#: one request of a group: its content type, body and idempotency key (optional, or None)
+Request = tuple[str | None, bytes, Key | None] | tuple[str | None, bytes]
 
 
-def _response(app, live: LiveModel, result: dict, prepared: Prepared) -> dict:
-    n, with_results = prepared.batch.n_rows, prepared.with_results
-    if "logged" in result:  # not learned here: durable in the log, learned by the learner
-        app.metrics.learned(live.name, n, None)
-        return {
-            "model": live.name,
-            "version": result["version"],
-            "learned": 0,
-            "aggressive": 0,
-            "results": None,
-            "logged": n,
-        }
-    app.metrics.learned(live.name, n, result["n_aggressive"])
-    response = {
-        "model": live.name,
-        "version": result["version"],
-        "learned": n,
-        "aggressive": result["n_aggressive"],
-        "results": None,
-    }
-    if with_results:
-        response["results"] = [
-            {"predicted": live.predicted_label(p), "loss": float(loss), "aggressive": bool(flag)}
-            for p, loss, flag in zip(
-                result["predicted"], result["losses"], result["aggressive"], strict=True
-            )
-        ]
-    return response
+def _account(app, live: LiveModel, answer: dict) -> None:
+    """The metrics of a request learned (or logged) now."""
+    logged = "logged" in answer
+    n = answer["logged"] if logged else answer["learned"]
+    app.metrics.learned(live.name, n, None if logged else answer["aggressive"])
 
 
 def handle_group(
     app, live: LiveModel, requests: list[Request], learned: Callable[[], None]
 ) -> list[tuple[bool, Any]]:
     """Handle feedback requests of one model, in their order, in one handler thread: one
-    ``(True, response)`` or ``(False, exception)`` per request.
+    ``(True, answer)`` or ``(False, exception)`` per request.
 
-    Each request is parsed and validated alone (its own 4xx), then the valid ones are
-    logged and learned by ``LiveModel.learn_group`` and made durable by one ``sync`` after
-    the last of them, before any is answered. ``learned()`` is called between the two, so
-    that the next group can be learned during this fsync. A failed fsync answers 503
-    ``log_unavailable`` to every request whose record it was to make durable."""
+    A retry of a keyed request gets its kept answer (``service.idempotency``), once the log
+    holds its record durably. Each other request is parsed and validated alone (its own
+    4xx), then the valid ones are logged and learned by ``LiveModel.learn_group`` and made
+    durable by one ``sync`` after the last of them, before any is answered. ``learned()`` is
+    called between the two, so that the next group can be learned during this fsync. A
+    failed fsync answers 503 ``log_unavailable`` to every request whose record it was to
+    make durable."""
     outcomes: list[tuple[bool, Any]] = [(False, None)] * len(requests)
-    prepared: list[tuple[int, Prepared]] = []
+    prepared: list[tuple[int, Prepared, Key | None]] = []
+    retries: list[tuple[int, Answer, Key]] = []
+    claimed: list[Key] = []
     position = None
     settings = app.settings
     try:
-        for k, (content_type, body) in enumerate(requests):
-            try:
-                prepared.append(
-                    (
-                        k,
-                        prepare_feedback(live, content_type, body, app.cache, settings.max_batch),
-                    )
-                )
-            except ServiceError as error:
-                if error.code.endswith("_prediction_id"):
-                    app.metrics.pending_misses.labels(
-                        error.code.removesuffix("_prediction_id")
-                    ).inc()
-                outcomes[k] = (False, error)
-            except Exception as error:  # the request's own answer (a 422, or a 500)
-                outcomes[k] = (False, error)
-        results, position = live.learn_group([(p.batch, p.targets) for _, p in prepared])
-        for (k, p), result in zip(prepared, results, strict=True):
-            if isinstance(result, BaseException):
-                p.refused(app.cache, result)
-                outcomes[k] = (False, result)
-            else:
-                outcomes[k] = (True, _response(app, live, result, p))
-    finally:
-        learned()
-    if position is not None:
         try:
-            live.sync(position)
-        except ServiceError as error:  # every request whose record was written
-            for k, _ in prepared:
-                ok, value = outcomes[k]
-                if ok or getattr(value, "applied", False):
+            for k, request in enumerate(requests):
+                content_type, body, key = (*request, None)[:3]
+                try:
+                    if key is not None:
+                        answer = live.claim(key)
+                        if answer is not None:
+                            retries.append((k, answer, key))
+                            continue
+                        claimed.append(key)
+                    prepared.append(
+                        (
+                            k,
+                            prepare_feedback(
+                                live, content_type, body, app.cache, settings.max_batch
+                            ),
+                            key,
+                        )
+                    )
+                except ServiceError as error:
+                    if error.code.endswith("_prediction_id"):
+                        app.metrics.pending_misses.labels(
+                            error.code.removesuffix("_prediction_id")
+                        ).inc()
                     outcomes[k] = (False, error)
+                except Exception as error:  # the request's own answer (a 422, or a 500)
+                    outcomes[k] = (False, error)
+            results, position = live.learn_group(
+                [Feedback(p.batch, p.targets, p.with_results, key) for _, p, key in prepared]
+            )
+            for (k, p, _), result in zip(prepared, results, strict=True):
+                if isinstance(result, BaseException):
+                    p.refused(app.cache, result)
+                    outcomes[k] = (False, result)
+                else:
+                    _account(app, live, result)
+                    outcomes[k] = (True, result)
+        finally:
+            learned()
+        if position is not None:
+            try:
+                live.sync(position)
+            except ServiceError as error:  # every request whose record was written
+                for k, _, _ in prepared:
+                    ok, value = outcomes[k]
+                    if ok or getattr(value, "applied", False):
+                        outcomes[k] = (False, error)
+        for k, answer, key in retries:  # answered again once their records are durable
+            try:
+                if answer.position is not None:
+                    live.sync(answer.position)
+                outcomes[k] = (True, answer.replay(key))
+            except ServiceError as error:
+                outcomes[k] = (False, error)
+    finally:
+        for key in claimed:
+            live.answers.release(key)
     return outcomes
 
 
@@ -119,19 +126,22 @@ class FeedbackGroups:
         self.app = app
         self._queues: dict[str, _Queue] = {}
 
-    async def submit(self, live: LiveModel, content_type: str | None, body: bytes) -> dict:
+    async def submit(
+        self, live: LiveModel, content_type: str | None, body: bytes, key: Key | None = None
+    ) -> dict:
         """The answer to one feedback request (or its exception)."""
         loop = asyncio.get_running_loop()
+        request = (content_type, body, key)
         if len(body) > GROUP_BODY_BYTES:  # bulk: its parsing overlaps the learning before it
             [(ok, value)] = await loop.run_in_executor(
-                self.app.executor, handle_group, self.app, live, [(content_type, body)], _nothing
+                self.app.executor, handle_group, self.app, live, [request], _nothing
             )
             if not ok:
                 raise value
             return value
         queue = self._queue(live, loop)
         answer = loop.create_future()
-        queue.waiting.append(((content_type, body), answer))
+        queue.waiting.append((request, answer))
         if not queue.busy:
             queue.start()
         return await answer

@@ -6,11 +6,40 @@ elsewhere (the Redis log refuses an append to another incarnation) is ``model_no
 
 from __future__ import annotations
 
+import contextlib
+import json
+import time
+from typing import NamedTuple
+
 import numpy as np
 
 from core.features import CSRBatch
 from service.exceptions import NotFound, Unavailable
-from service.feedback_log import FeedbackLog, LogUnavailable, ModelGone, Position, encode_record
+from service.feedback_log import (
+    FeedbackLog,
+    LogUnavailable,
+    ModelGone,
+    Position,
+    RecordKey,
+    encode_record,
+)
+from service.idempotency import Answer, Key
+
+
+class Feedback(NamedTuple):
+    """One request's validated feedback: its batch, targets (class indices or values),
+    whether its answer lists per-example results, and its idempotency key (or None)."""
+
+    batch: CSRBatch
+    targets: np.ndarray
+    with_results: bool = False
+    key: Key | None = None
+
+    def record(self) -> bytes:
+        key = self.key
+        if key is not None:
+            key = RecordKey(key.key, key.fingerprint, self.with_results)
+        return encode_record(self.batch, self.targets, key=key)
 
 
 class Journal:
@@ -28,12 +57,37 @@ class Journal:
         #: appends and syncs that failed (the metrics' log_append_failures_total)
         self.failures = 0
 
-    def append(self, batches: list[tuple[CSRBatch, np.ndarray]]) -> list[Position]:
-        """Append one record per batch, together; Unavailable if the log refuses them
+    def append(self, items: list[Feedback]) -> list[Position]:
+        """Append one record per item, together; Unavailable if the log refuses them
         (``applied`` when they may have landed all the same)."""
-        records = [encode_record(batch, targets) for batch, targets in batches]
-        try:
+        records = [Feedback(*item).record() for item in items]
+        with self._errors():
             return self.log.append_many(self.name, records, self.incarnation)
+
+    def append_once(self, item: Feedback, answer: dict, ttl: float) -> tuple[Position, Answer]:
+        """Append a keyed item with its answer, unless its key has one (a process that only
+        logs; ``service.idempotency``): (position, None) or (None, the stored answer)."""
+        key = item.key
+        stored = json.dumps({"fingerprint": key.fingerprint, "at": time.time(), "body": answer})
+        with self._errors():
+            position, found = self.log.append_once(
+                self.name, item.record(), self.incarnation, key.key, stored.encode(), ttl
+            )
+        return position, None if found is None else _answer(found)
+
+    def answered(self, key: Key) -> Answer | None:
+        """The answer a process that only logs kept for ``key`` (None: none)."""
+        with self._errors():
+            found = self.log.answered(self.name, self.incarnation, key.key)
+        return None if found is None else _answer(found)
+
+    @contextlib.contextmanager
+    def _errors(self):
+        """Log errors as domain errors: a model deleted elsewhere is ``model_not_found``, a
+        failed write ``log_unavailable`` (``applied`` when it may have landed all the same;
+        then it may be learned from the log later)."""
+        try:
+            yield
         except ModelGone as error:
             raise NotFound("model_not_found", str(error)) from None
         except LogUnavailable as error:
@@ -42,7 +96,7 @@ class Journal:
             raise Unavailable(
                 "log_unavailable",
                 f"feedback refused, nothing was learned: {error}",
-                applied=error.maybe_written,  # (then it may be learned from the log later)
+                applied=error.maybe_written,
             ) from None
 
     def sync(self, position: Position) -> None:
@@ -72,3 +126,8 @@ class Journal:
 
     def delete(self) -> None:
         self.log.delete(self.name)
+
+
+def _answer(stored: bytes) -> Answer:
+    entry = json.loads(stored)
+    return Answer(entry["fingerprint"], entry["at"], entry["body"])

@@ -8,6 +8,9 @@
     {prefix}:model:{name}:incarnation       the id of the model's current incarnation
     {prefix}:model:{name}:deleted           set: ids of its deleted incarnations
     {prefix}:model:{name}:log               stream: the feedback log
+    {prefix}:model:{name}:idempotency:{incarnation}:{key}
+                                            the answer to a keyed feedback request logged by
+                                            a process that does not learn (expires)
     {prefix}:published                      pub/sub channel: "<model> <version>"
 
 A model's incarnation changes when it is created (again): writes of a deleted or replaced
@@ -55,3 +58,6 @@ class RedisKeys:
 
     def log(self, name: str) -> str:
         return self.model(name, "log")
+
+    def idempotency(self, name: str, incarnation: str, key: str) -> str:
+        return self.model(name, "idempotency", incarnation, key)

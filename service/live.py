@@ -11,7 +11,6 @@ that requests waiting together share one fsync.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -29,8 +28,9 @@ from service import capture
 from service.capture import Capture
 from service.exceptions import InvalidRequest, ServiceError
 from service.families import FAMILIES, Learned, reservoir_of
-from service.feedback_log import LogCorrupt, LogUnavailable, Position, decode_record
-from service.journal import Journal
+from service.feedback_log import LogCorrupt, LogUnavailable, Position, decode_keyed
+from service.idempotency import Answer, Answers, Key
+from service.journal import Feedback, Journal
 from service.kinds import Plan, build
 from service.lifecycle import Lifecycle
 from service.locks import RWLock
@@ -63,6 +63,7 @@ class LiveModel:
         estimator: Estimator,
         metrics_window: int,
         incarnation: str | None = None,
+        answers: Answers | None = None,
     ):
         self.name = name
         self.spec = spec
@@ -97,6 +98,8 @@ class LiveModel:
         self.log_position: Position = None
         #: log records learned since the last snapshot
         self.records_since_snapshot = 0
+        #: the answers of keyed requests (``service.idempotency``)
+        self.answers = answers or Answers(ttl=86400.0, max_bytes=32 << 20)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -134,57 +137,145 @@ class LiveModel:
 
     def predict(self, rows: list[Row], variant: str) -> tuple[int, list, list, list]:
         """The model version, and the labels, scores and probabilities of validated rows."""
-        batch = batch_from_rows(rows)
+        return self._predict(batch_from_rows(rows), variant)
+
+    def predict_batch(self, batch: CSRBatch, variant: str) -> tuple[list, list, list]:
+        """The labels, scores and probabilities of a validated batch."""
+        return self._predict(batch, variant)[1:]
+
+    def _predict(self, batch: CSRBatch, variant: str) -> tuple[int, list, list, list]:
         check_norms(batch)
         with self.lock.read():
             version = self.version
             labels, scores, probabilities = self.family.predict(self.scorer(variant), batch)
-            self.predictions += len(rows)
+            self.predictions += batch.n_rows
         return version, labels, scores, probabilities
 
     # -- learning ------------------------------------------------------------------------
-    def learn_group(self, items: list[tuple[CSRBatch, np.ndarray]]) -> tuple[list, Position]:
-        """Learn several requests' validated batches in order, as one writer-lock hold: one
-        outcome per item, its result dict or its exception (the others go on). The records
-        of the items that pass the norm check are appended together before any is learned;
-        if that append fails, each of them gets the error. Returns the outcomes and the log
-        position of the last record appended (None: none), which the caller ``sync``s
-        before acknowledging any of them."""
+    def learn_group(self, items: list[Feedback]) -> tuple[list, Position]:
+        """Learn several requests' validated feedback in order, as one writer-lock hold: one
+        outcome per item, its answer or its exception (the others go on). The records of
+        the items that pass the norm check are appended together before any is learned; if
+        that append fails, each of them gets the error. A keyed item's answer is kept
+        (``answers``) as it is learned. Returns the outcomes and the log position of the
+        last record appended (None: none), which the caller ``sync``s before acknowledging
+        any of them."""
+        items = [Feedback(*item) for item in items]
         outcomes: list = [None] * len(items)
         ready = []
-        for k, (batch, _) in enumerate(items):
+        for k, item in enumerate(items):
             try:
-                check_norms(batch)
+                check_norms(item.batch)
             except ServiceError as error:  # refused before anything is logged
                 outcomes[k] = error
                 continue
             ready.append(k)
         if not ready:
             return outcomes, None
-        position = None
-        # an api replica changes nothing here: no writer lock (a version load holds it)
-        with self.lock.write() if self.learns else contextlib.nullcontext():
+        if not self.learns:  # an api replica changes nothing: no writer lock
+            return outcomes, self._log_only(items, ready, outcomes)
+        with self.lock.write():
+            positions = [None] * len(ready)
             if self.journal is not None:
                 try:
-                    position = self._append([items[k] for k in ready])
+                    positions = self._append([items[k] for k in ready])
                 except ServiceError as error:
                     for k in ready:
                         outcomes[k] = error
                     return outcomes, None
-            for k in ready:
-                if not self.learns:
-                    outcomes[k] = {"version": self.version, "logged": items[k][0].n_rows}
-                    continue
+            for k, position in zip(ready, positions, strict=True):
+                item = items[k]
                 try:
-                    outcomes[k] = self._learn(*items[k])
+                    outcomes[k] = self.answer(self._learn(item.batch, item.targets), item)
                 except Exception as error:  # the others are logged: learn them too
                     outcomes[k] = error
-        return outcomes, position
+                self._keep(item, outcomes[k], time.time(), position)
+        return outcomes, positions[-1]
+
+    def _log_only(self, items: list[Feedback], ready: list[int], outcomes: list) -> Position:
+        """Append the items for the learner (an api replica): the unkeyed ones together, a
+        keyed one with its answer unless its key has one (``Journal.append_once``)."""
+        plain = [k for k in ready if items[k].key is None]
+        position = None
+        if plain and self.journal is not None:
+            try:
+                position = self.journal.append([items[k] for k in plain])[-1]
+            except ServiceError as error:
+                for k in plain:
+                    outcomes[k] = error
+                plain = []
+        for k in plain:
+            outcomes[k] = self.answer({"version": self.version, "logged": True}, items[k])
+        for k in ready:
+            item = items[k]
+            if item.key is None:
+                continue
+            answer = self.answer({"version": self.version, "logged": True}, item)
+            try:
+                _, stored = self.journal.append_once(item, answer, self.answers.ttl)
+                outcomes[k] = answer if stored is None else stored.replay(item.key)
+            except ServiceError as error:
+                outcomes[k] = error
+        return position
+
+    def claim(self, key: Key) -> Answer | None:
+        """The answer to a retry with ``key`` (``Answers.claim``): kept here, or, on a process
+        that only logs, by the process that logged it (Redis). None: the key is new, held by
+        this request until ``answers.release``."""
+        # a process that only logs answers what it logged, never what the learner learned
+        # (the published versions it loads carry the learner's answers)
+        answer = self.answers.claim(key, kept=self.learns)
+        if answer is None and not self.learns and self.journal is not None:
+            try:
+                answer = self.journal.answered(key)
+            except BaseException:
+                self.answers.release(key)
+                raise
+            if answer is not None:
+                self.answers.release(key)
+        return answer
+
+    def answer(self, result: dict[str, Any], item: Feedback) -> dict[str, Any]:
+        """The answer to a feedback request, from what learning (or logging) it gave."""
+        n = item.batch.n_rows
+        if "logged" in result:  # not learned here: durable in the log, learned by the learner
+            return {
+                "model": self.name,
+                "version": result["version"],
+                "learned": 0,
+                "aggressive": 0,
+                "results": None,
+                "logged": n,
+            }
+        answer = {
+            "model": self.name,
+            "version": result["version"],
+            "learned": n,
+            "aggressive": result["n_aggressive"],
+            "results": None,
+        }
+        if item.with_results:
+            answer["results"] = [
+                {"predicted": self.predicted_label(p), "loss": float(loss), "aggressive": bool(a)}
+                for p, loss, a in zip(
+                    result["predicted"], result["losses"], result["aggressive"], strict=True
+                )
+            ]
+        return answer
+
+    def _keep(self, item: Feedback, outcome, at: float, position: Position) -> None:
+        """Keep a keyed item's answer, or its refusal if it was applied (writer lock held)."""
+        if item.key is None:
+            return
+        if isinstance(outcome, dict):
+            self.answers.record(item.key, at, body=outcome, position=position)
+        elif isinstance(outcome, ServiceError) and outcome.applied:
+            self.answers.record(item.key, at, error=outcome, position=position)
 
     def learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """One request's validated batch: logged, learned and made durable (``learn_group``
         of one, then ``sync``); its refusal raised."""
-        [outcome], position = self.learn_group([(batch, targets)])
+        [outcome], position = self.learn_group([Feedback(batch, targets)])
         if position is not None:
             self.sync(position)
         if isinstance(outcome, BaseException):
@@ -193,9 +284,10 @@ class LiveModel:
 
     def sync(self, position: Position) -> None:
         """Make the log durable up to ``position`` (after ``learn_group``, outside the lock)."""
-        self.journal.sync(position)
+        if self.journal is not None:
+            self.journal.sync(position)
 
-    def _append(self, items: list[tuple[CSRBatch, np.ndarray]]) -> Position:
+    def _append(self, items: list[Feedback]) -> list[Position]:
         """Append the items' records (writer lock held); the position moves only when this
         process learns them."""
         if self.journal.uncertain and self.learns:
@@ -204,7 +296,7 @@ class LiveModel:
         if self.learns:
             self.log_position = positions[-1]
             self.records_since_snapshot += len(positions)
-        return positions[-1]
+        return positions
 
     def _catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may
@@ -226,13 +318,18 @@ class LiveModel:
 
     def _replay_one(self, position: Position, record: bytes) -> None:
         try:
-            batch, targets, _ = decode_record(record)
+            batch, targets, at, key = decode_keyed(record)
         except LogCorrupt as error:
             raise LogUnavailable(f"log record {position} of {self.name}: {error}") from None
+        item = Feedback(batch, targets)
+        if key is not None:
+            item = Feedback(batch, targets, key.with_results, Key(key.key, key.fingerprint))
         try:
-            self._learn(batch, targets)
+            outcome = self.answer(self._learn(batch, targets), item)
         except ServiceError as error:  # refused live too (e.g. a float64 overflow)
             log.warning("replay of %s: record %s refused: %s", self.name, position, error)
+            outcome = error
+        self._keep(item, outcome, at, None)
         self.log_position = position
         self.records_since_snapshot += 1
 
@@ -274,10 +371,25 @@ class LiveModel:
         return self.family.predicted_label(value)
 
     # -- durable changes outside the log -------------------------------------------------
-    def save_held(self, save: Callable[[Capture], Any]) -> None:
-        """``save`` the current state under the writer lock (a new model's first snapshot)."""
+    def save_held(self, save: Callable[[Capture], Any], key: Key | None = None) -> dict:
+        """``save`` the current state under the writer lock (a new model's first snapshot);
+        the model's info as it is once saved, kept as ``key``'s answer when given."""
         with self.lock.write():
-            save(self._capture(None))
+            answer = self._saved_answer(key)
+            try:
+                save(self._capture(None))
+            except BaseException:
+                self.answers.forget(key)
+                raise
+            return answer
+
+    def _saved_answer(self, key: Key | None) -> dict:
+        """The model's info once the current version is saved (writer lock held), kept in
+        ``answers`` for ``key`` so that the snapshot being written carries it."""
+        answer = {**self._info(), "last_snapshot_version": self.version}
+        if key is not None:
+            self.answers.record(key, time.time(), body=answer)
+        return answer
 
     def refit(self, save: Callable[[Capture], Any]) -> bool:
         """Refit on the window (Algorithm 1 warm-started from the live basis; a batch kind is
@@ -317,31 +429,36 @@ class LiveModel:
             self._commit(new, save, refit=True)
         return True
 
-    def restore(self, state: dict, save: Callable[[Capture], Any]) -> int:
+    def restore(self, state: dict, save: Callable[[Capture], Any], key: Key | None = None):
         """Serve an earlier snapshot's estimator state from the next version on, saved
         before anyone sees it (so recovery never replays later feedback onto the wrong base);
         ValueError if the state does not fit this model. The counters, metrics and refit
-        window go on: they tell the model's story, which the restore is part of."""
+        window go on: they tell the model's story, which the restore is part of. Returns the
+        model's info (kept as ``key``'s answer when given)."""
         new = build(self.plan)
         new.set_state(capture.split_service(state)[0])
         with self.lock.write():
-            self._commit(new, save)
-            return self.version
+            return self._commit(new, save, key=key)
 
-    def _commit(self, new: Estimator, save: Callable[[Capture], Any], refit: bool = False):
+    def _commit(
+        self, new: Estimator, save: Callable[[Capture], Any], refit=False, key=None
+    ) -> dict:
         """Swap ``new`` in as the next version and save it (writer lock held); on failure
-        everything comes back as it was."""
+        everything comes back as it was. Returns the model's info once saved."""
         previous = (self.estimator, self.version, self.refits, self.examples_since_refit)
         self.estimator = new
         self.version += 1
         if refit:
             self.refits += 1
             self.examples_since_refit = 0
+        answer = self._saved_answer(key)
         try:
             save(self._capture(None))
         except BaseException:
             self.estimator, self.version, self.refits, self.examples_since_refit = previous
+            self.answers.forget(key)
             raise
+        return answer
 
     # -- state ---------------------------------------------------------------------------
     def snapshot_state(self) -> Capture:
@@ -368,6 +485,8 @@ class LiveModel:
                 }
             },
         }
+        if len(self.answers):
+            service[capture.ANSWERS] = {"arrays": {"table": self.answers.get_state()}}
         if self.window is not None:
             service[capture.RESERVOIR] = capture.reservoir_part(
                 self.window.get_state(), self.family.window_target
@@ -389,6 +508,8 @@ class LiveModel:
         self.predictions = model.get("predictions", self.predictions)
         self.refits = model.get("refits", self.refits)
         self.examples_since_refit = model.get("examples_since_refit", self.examples_since_refit)
+        if capture.ANSWERS in service:
+            self.answers.set_state(service[capture.ANSWERS]["arrays"]["table"])
         if capture.RESERVOIR in service and self.window is not None:
             self.window.set_state(
                 capture.reservoir_state(service[capture.RESERVOIR], self.family.from_window_target)

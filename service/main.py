@@ -24,7 +24,17 @@ from service.middleware import ServiceMiddleware
 from service.models import Models
 from service.openapi import build_openapi
 from service.roles import Learner, Replica
-from service.routes import feedback, health, models, predict, snapshots, status
+from service.routes import (
+    docs,
+    feedback,
+    health,
+    inference,
+    models,
+    predict,
+    snapshots,
+    status,
+)
+from service.startup import Gate, Startup
 from service.store import LocalStore, RedisStore
 from service.threads import make_executor
 from service.worker import SnapshotWorker
@@ -152,28 +162,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         executor = make_executor(settings.handler_threads)
         components = Components(settings, models, cache, metrics, worker, executor=executor)
         app.state.components = components
-        await asyncio.to_thread(warm_up)
-        components.warm = True
-        if await asyncio.to_thread(worker.check_store):
-            await asyncio.to_thread(worker.restore_all)
-        else:
-            log.error(
-                "snapshot store unreachable at start-up (%s); restoring in the background",
-                worker.store_error,
-            )
-        worker.start()
-        role_loop = start_role(worker, settings)
-        app.state.history.start(models)
-        # start-up leaves ~160,000 long-lived objects (modules, routes, schemas, numba's
-        # dispatchers); frozen, a full collection no longer scans them on the request path
-        gc.collect()
-        gc.freeze()
+        # recovery and warm-up run in the background: the port opens at once
+        startup = app.state.startup = Startup(components, app.state.history, warm_up, start_role)
+        startup.start()
         try:
             yield
         finally:
+            await startup.stop()
             gc.unfreeze()
-            if role_loop is not None:
-                await asyncio.to_thread(role_loop.stop)
+            if startup.role_loop is not None:
+                await asyncio.to_thread(startup.role_loop.stop)
             await asyncio.to_thread(executor.shutdown)  # in-flight handlers finish
             await app.state.history.stop()
             await worker.stop()
@@ -182,19 +180,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store.close()
 
     app = FastAPI(
-        title="lorentztron", version=__version__, description=DESCRIPTION, lifespan=lifespan
+        title="lorentztron",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served offline by service.routes.docs
+        redoc_url=None,
     )
     app.openapi = lambda: build_openapi(app)
     install_error_handlers(app)
 
-    routers = (health.router, models.router, predict.router, feedback.router, snapshots.router)
-    for router in (*routers, status.router):
+    routers = (
+        health.router,
+        models.router,
+        predict.router,
+        feedback.router,
+        snapshots.router,
+        inference.router,
+    )
+    for router in (*routers, status.router, docs.router):
         app.include_router(router)
+    app.mount(docs.ASSETS, docs.assets(), name="docs-assets")
     app.state.methods = method_table(
         [*app.routes, *(route for router in (*routers, status.router) for route in router.routes)]
     )
     if settings.fast_path:  # inside ServiceMiddleware, in front of FastAPI's router
         app.add_middleware(FastPath)
+    app.add_middleware(Gate, wait=settings.startup_wait)
     app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
     app.state.metrics = metrics
     # the status page's history (tests may swap it for one that samples faster)

@@ -20,13 +20,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from service.capture import MODEL
-from service.exceptions import Conflict, NotFound, Unavailable
+from pydantic import ValidationError
+
+from service.capture import ANSWERS, MODEL
+from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
+from service.idempotency import Answers, Key
+from service.interchange import InterchangeError, dump_model, load_model
 from service.journal import Journal
 from service.kinds import Limits, build, plan
 from service.live import LiveModel
 from service.registry import Registry
-from service.schemas import CreateModel, spec_from_json
+from service.schemas import CreateModel, spec_from_json, spec_to_json
 from service.snapshots import SnapshotWriter
 from service.store import SnapshotError, SnapshotMeta, decode
 
@@ -84,10 +88,18 @@ class Models:
             live.lifecycle.exit()
 
     # -- create and delete ----------------------------------------------------------------
-    def create(self, spec: CreateModel) -> LiveModel:
+    def create(
+        self, spec: CreateModel, key: Key | None = None, state: dict | None = None, version=0
+    ) -> dict:
         """A new serving model, durable before it serves (Unavailable if the store or the
-        log fails: then it was not created)."""
-        if self.registry.get(spec.name) is not None:
+        log fails: then it was not created); its answer (info). With an idempotency ``key``,
+        the retry of a create that succeeded gets its answer again. ``state``: start from
+        this snapshot state at ``version`` (an imported model)."""
+        existing = self.registry.get(spec.name)
+        if existing is not None:
+            answer = existing.answers.get(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
             raise Conflict("model_exists", f"a model named {spec.name!r} exists")
         if len(self.registry) >= self.settings.max_models:
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
@@ -95,7 +107,15 @@ class Models:
         if checked.kind.margins:  # the default made explicit: snapshots keep what was built
             resolved = "platt" if checked.calibrated else "none"
             spec = spec.model_copy(update={"calibration": resolved})
-        live = LiveModel(spec.name, spec, checked, build(checked), self.settings.metrics_window)
+        live = self._live(spec.name, spec, checked)
+        if state is not None:
+            try:
+                live.load_state(state)
+            except (ValueError, KeyError, TypeError) as error:
+                raise InvalidRequest(
+                    "invalid_input", f"the model's state does not fit its spec: {error}"
+                ) from None
+            live.version = version
         self._attach(live)
         self.registry.add(live, self.settings.max_models)
         try:
@@ -103,7 +123,7 @@ class Models:
                 self._remove_files(spec.name)
             if self.feedback_log is not None:
                 self.feedback_log.delete(spec.name)  # a log left without a snapshot
-            live.save_held(lambda c: self.writer.write(live, c, create=True))
+            answer = live.save_held(lambda c: self.writer.write(live, c, create=True), key)
         except Exception as error:
             self.registry.remove(live)
             live.lifecycle.end()
@@ -113,7 +133,27 @@ class Models:
             ) from None
         live.lifecycle.serve()
         self.metrics.track_model(live)
-        return live
+        return answer
+
+    def export(self, name: str) -> bytes:
+        """The model as a safetensors file (``service.interchange``), as it is now (the
+        answers of its keyed requests left out: they belong to this model only)."""
+        with self.use(name) as live, live.snapshot_lock:
+            captured = live.snapshot_state()
+            service = captured.state["service"]
+            arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
+            state = {**captured.state, "service": {**service, "arrays": arrays}}
+            return dump_model(name, captured.version, spec_to_json(live.spec), state)
+
+    def import_model(self, data: bytes, name: str, key: Key | None = None) -> dict:
+        """A new model ``name`` from a safetensors file (``export``, ``lorentztron learn``);
+        durable before it serves, like ``create``."""
+        try:
+            info, state = load_model(data)
+            spec = CreateModel.model_validate({**info["spec"], "name": name})
+        except (InterchangeError, ValidationError) as error:
+            raise InvalidRequest("invalid_input", f"not a model file: {error}") from None
+        return self.create(spec, key, state=state, version=info["version"])
 
     def delete(self, name: str) -> None:
         """Delete a model and its files (module docstring)."""
@@ -186,34 +226,45 @@ class Models:
                 "store_unavailable", f"the snapshot store is unavailable: {error}"
             ) from None
 
-    def restore_snapshot(self, name: str, version: int) -> LiveModel:
-        """Serve a snapshot's state from the model's next version on, durably."""
+    def restore_snapshot(self, name: str, version: int, key: Key | None = None) -> dict:
+        """Serve a snapshot's state from the model's next version on, durably; the answer
+        (the model's info). With an idempotency ``key``, a retry gets the first answer."""
         self._check_writer()
         with self.use(name) as live:
+            answer = live.answers.claim(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
             try:
-                header, state = decode(self.store.load(name, version))
-            except SnapshotError as error:
-                raise NotFound("snapshot_not_found", str(error)) from None
-            except Exception as error:
-                raise Unavailable(
-                    "store_unavailable", f"the snapshot store is unavailable: {error}"
-                ) from None
-            if spec_from_json(header["spec"]) != live.spec:
-                raise Conflict(
-                    "snapshot_mismatch",
-                    "the snapshot was taken from a model with another configuration",
-                )
-            try:
-                live.restore(state, lambda c: self.writer.write(live, c))
-            except ValueError as error:
-                raise Conflict("snapshot_mismatch", str(error)) from None
-            except Exception as error:
-                raise Unavailable(
-                    "store_unavailable",
-                    "the restored state could not be written as the newest snapshot, so the "
-                    f"model is unchanged: {error}",
-                ) from None
-            return live
+                return self._restore_snapshot(live, version, key)
+            finally:
+                if key is not None:
+                    live.answers.release(key)
+
+    def _restore_snapshot(self, live: LiveModel, version: int, key: Key | None) -> dict:
+        name = live.name
+        try:
+            header, state = decode(self.store.load(name, version))
+        except SnapshotError as error:
+            raise NotFound("snapshot_not_found", str(error)) from None
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable", f"the snapshot store is unavailable: {error}"
+            ) from None
+        if spec_from_json(header["spec"]) != live.spec:
+            raise Conflict(
+                "snapshot_mismatch",
+                "the snapshot was taken from a model with another configuration",
+            )
+        try:
+            return live.restore(state, lambda c: self.writer.write(live, c), key)
+        except ValueError as error:
+            raise Conflict("snapshot_mismatch", str(error)) from None
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable",
+                "the restored state could not be written as the newest snapshot, so the "
+                f"model is unchanged: {error}",
+            ) from None
 
     # -- recovery and discovery ----------------------------------------------------------
     def recover(self) -> None:
@@ -247,7 +298,7 @@ class Models:
             header, state = decode(self.store.load(name))
             spec = spec_from_json(header["spec"])
             checked = plan(spec, self._restore_limits)
-            live = LiveModel(name, spec, checked, build(checked), self.settings.metrics_window)
+            live = self._live(name, spec, checked)
             live.load_state(state)
             live.version = live.last_snapshot_version = header["version"]
             live.last_snapshot_at = header["created_at"]
@@ -293,3 +344,11 @@ class Models:
         if self.feedback_log is not None:
             live.journal = Journal(self.feedback_log, live.name, live.incarnation)
         live.learns = self.settings.role == "all"
+
+    def _live(self, name: str, spec: CreateModel, checked) -> LiveModel:
+        """A new live model of a checked create request (not yet serving)."""
+        settings = self.settings
+        answers = Answers(settings.idempotency_ttl, settings.idempotency_bytes)
+        return LiveModel(
+            name, spec, checked, build(checked), settings.metrics_window, answers=answers
+        )

@@ -22,12 +22,13 @@ REF = "#/components/schemas/{model}"
 BODIES: tuple[type[BaseModel], ...] = (PredictRequest, FeedbackRequest, Example)
 
 
-def errors(*statuses: int) -> dict:
-    """The ``responses`` of a route that may answer these error statuses."""
+def errors(*statuses: int, model: type[BaseModel] = ErrorResponse) -> dict:
+    """The ``responses`` of a route that may answer these error statuses (``model``: the
+    error body, the V2 protocol's under ``/v2``)."""
     by_status = codes_by_status()
     return {
         status: {
-            "model": ErrorResponse,
+            "model": model,
             "description": f"{HTTPStatus(status).phrase}: "
             + ", ".join(f"`{code}`" for code in by_status[status]),
         }

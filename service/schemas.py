@@ -332,6 +332,13 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+class InferenceErrorResponse(BaseModel):
+    """Every error answer under ``/v2`` (the Open Inference Protocol's form)."""
+
+    error: str = Field(..., description="for people")
+    code: str = Field(..., description="stable, machine-readable (the README lists them)")
+
+
 def spec_to_json(spec: CreateModel) -> dict:
     """A create request as snapshots keep it (absent fields left out)."""
     return _without_nulls(spec.model_dump(mode="json"))

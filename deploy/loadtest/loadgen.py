@@ -20,10 +20,19 @@ Loops:
   answer and send the next; this measures the largest sustainable throughput.
 
 The generator creates its own model (``--kind``, ``--rank``, ``--n-features`` hashed buckets)
-and deletes it at the end (``--keep-model`` keeps it, ``--model NAME`` uses an existing one).
-Examples are synthetic sparse rows with ``--nnz`` non-zeros at random indices and binary
-labels from a fixed random linear teacher, with ``--label-noise`` of them flipped so that
-the models keep making aggressive updates. Every loop is bounded: ``--duration`` seconds (plus
+and deletes it at the end (``--keep-model`` keeps it). ``--model NAME`` uses an existing model
+instead: its kind, input size and classes are read from ``GET /v1/models/{name}``, so that
+rows fit its input and labels are its own classes (or real values, for regression).
+Examples are synthetic sparse rows with ``--nnz`` non-zeros at random indices and labels from
+a fixed random linear teacher (one per class beyond two), with ``--label-noise`` of them
+changed so that the models keep making aggressive updates. ``--key`` (or
+``LORENTZTRON_KEY``) is sent as ``Authorization: Bearer`` on every request, for a service
+with keys (a read key is enough for ``predict`` against an existing model).
+
+Sweep (``--sweep``, open loop): runs ``--duration`` seconds at each rate from ``--rate``,
+multiplied by ``--sweep-factor`` up to ``--sweep-max``, and reports the highest rate whose
+p99 stays under ``--p99-max`` milliseconds with no errors (the knee); it stops at the first
+rate past the bound. Every loop is bounded: ``--duration`` seconds (plus
 ``--warmup``, not measured, and at most ``--drain-timeout`` for the last answers) and at most
 ``--max-requests`` requests.
 
@@ -42,6 +51,8 @@ Examples::
     python deploy/loadtest/loadgen.py --mode mixed --concurrency 16 --json mixed.json
     python deploy/loadtest/loadgen.py --mode bulk --batch 20000 --concurrency 1
     python deploy/loadtest/loadgen.py --mode predict --rate 500 --client raw
+    python deploy/loadtest/loadgen.py --mode predict --model spam --key $KEY --rate 100 \
+        --sweep --sweep-max 5000 --p99-max 25 --json sweep.json
 
 Only loopback URLs are accepted unless ``--allow-remote`` is given.
 """
@@ -56,6 +67,7 @@ import gc
 import ipaddress
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -67,6 +79,9 @@ from urllib.parse import urlsplit
 import httpx
 
 MODES = ("predict", "feedback", "mixed", "bulk")
+JSON_TYPE = b"application/json"
+SVMLIGHT_TYPE = b"text/x-svmlight"
+NDJSON_TYPE = b"application/x-ndjson"
 KINDS = ("dos", "linear-pa")
 PERCENTILES = (50, 90, 99)
 
@@ -102,6 +117,10 @@ class LoadConfig:
     model: str | None = None
     keep_model: bool = False
     allow_remote: bool = False
+    #: bearer key sent with every request (None: none)
+    key: str | None = None
+    #: the model's labels: None for -1/+1, a list of classes, or "regression" (real values)
+    classes: list | str | None = None
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -160,15 +179,23 @@ class Workload:
         ]
         self.labels = [y for _, _, y in self.rows]
         self.bulk_bodies: list[bytes] = []
+        #: svmlight (numeric labels) or NDJSON (text classes)
+        self.bulk_type = SVMLIGHT_TYPE
+        if isinstance(config.classes, list) and any(isinstance(c, str) for c in config.classes):
+            self.bulk_type = NDJSON_TYPE
         if config.mode == "bulk":
             for _ in range(config.bulk_bodies):
                 lines = []
                 for _ in range(config.batch):
                     indices, values, label = self._row(rng)
+                    if self.bulk_type == NDJSON_TYPE:
+                        example = {"indices": indices, "values": values, "label": label}
+                        lines.append(json.dumps(example) + "\n")
+                        continue
                     features = " ".join(
                         f"{j + 1}:{v!r}" for j, v in zip(indices, values, strict=True)
                     )
-                    lines.append(f"{label:+d} {features}\n")
+                    lines.append(f"{label} {features}\n")
                 self.bulk_bodies.append("".join(lines).encode())
 
     def _row(self, rng: random.Random) -> tuple[list[int], list[float], int]:
@@ -176,11 +203,30 @@ class Workload:
         indices = sorted(rng.sample(range(config.n_features), config.nnz))
         scale = 1.0 / math.sqrt(config.nnz)
         values = [round(rng.gauss(0.0, 1.0) * scale, 4) or scale for _ in indices]
-        score = sum(_teacher_sign(j) * v for j, v in zip(indices, values, strict=True))
-        label = 1 if score > 0 else -1
-        if rng.random() < config.label_noise:
-            label = -label
+        label = self._label(indices, values, rng)
         return indices, values, label
+
+    def _label(self, indices, values, rng: random.Random):
+        """The teacher's label of a row: +-1, one of ``classes`` (one teacher per class,
+        the best score wins), or a real value (regression); noisy by ``label_noise``."""
+        classes = self.config.classes
+        pairs = list(zip(indices, values, strict=True))
+        if classes == "regression":
+            score = sum(_teacher_sign(j) * v for j, v in pairs)
+            return round(score + rng.gauss(0.0, self.config.label_noise), 6)
+        labels = classes or [-1, 1]
+        if len(labels) == 2:
+            best = int(sum(_teacher_sign(j) * v for j, v in pairs) > 0)
+        else:
+            scores = [
+                sum(_teacher_sign(j * len(labels) + c) * v for j, v in pairs)
+                for c in range(len(labels))
+            ]
+            best = scores.index(max(scores))
+        if rng.random() < self.config.label_noise:  # any other class
+            other = rng.randrange(len(labels) - 1)
+            best = other + (other >= best)
+        return labels[best]
 
     def model_spec(self, name: str) -> dict:
         config = self.config
@@ -241,6 +287,23 @@ class Stats:
             self.errors[f"{op}: {error}"] += 1
 
 
+def auth_headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def model_options(info: dict) -> dict:
+    """The load's options that follow an existing model (``GET /v1/models/{name}``): its
+    kind, input size and labels."""
+    size = info["input"].get("n_features") or info["input"].get("hashed")
+    classes = "regression" if info.get("task") == "regression" else list(info["classes"])
+    options = {"n_features": size, "classes": classes}
+    if info["kind"] in KINDS:
+        options["kind"] = info["kind"]
+    if "rank" in info.get("params", {}):
+        options["rank"] = info["params"]["rank"]
+    return options
+
+
 def _error_of(status: int, body: bytes) -> str:
     try:
         code = json.loads(body)["error"]["code"]
@@ -256,11 +319,13 @@ class HttpxClient:
     name = "httpx"
     errors: tuple[type[BaseException], ...] = (httpx.HTTPError,)
 
-    def __init__(self, url: str, max_connections: int, timeout: float):
+    def __init__(self, url: str, max_connections: int, timeout: float, key: str | None = None):
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
-        self.client = httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout)
+        self.client = httpx.AsyncClient(
+            base_url=url, limits=limits, timeout=timeout, headers=auth_headers(key)
+        )
 
     async def post(self, path: str, body: bytes, content_type: bytes) -> tuple[int, bytes]:
         response = await self.client.post(
@@ -293,7 +358,7 @@ class RawClient:
         ValueError,
     )
 
-    def __init__(self, url: str, max_connections: int, timeout: float):
+    def __init__(self, url: str, max_connections: int, timeout: float, key: str | None = None):
         parts = urlsplit(url)
         if parts.scheme != "http":
             raise ValueError(f"the raw client speaks plain http only, not {parts.scheme!r}")
@@ -306,6 +371,7 @@ class RawClient:
         # uvicorn closes keep-alive connections idle for 5 s: retire ours before that
         self.max_idle = 2.0
         self.host_header = f"{self.host}:{self.port}".encode()
+        self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in auth_headers(key).items())
 
     async def post(self, path: str, body: bytes, content_type: bytes) -> tuple[int, bytes]:
         async with self.slots:
@@ -347,11 +413,15 @@ class RawClient:
         return status, data
 
     async def _exchange(self, reader, writer, path, body, content_type):
-        head = b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n" % (
-            (self.prefix + path).encode(),
-            self.host_header,
-            content_type,
-            len(body),
+        head = (
+            b"POST %s HTTP/1.1\r\nhost: %s\r\n%scontent-type: %s\r\ncontent-length: %d\r\n\r\n"
+            % (
+                (self.prefix + path).encode(),
+                self.host_header,
+                self.extra_headers.encode(),
+                content_type,
+                len(body),
+            )
         )
         writer.write(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
@@ -390,8 +460,6 @@ class RawClient:
 
 
 CLIENTS = {"httpx": HttpxClient, "raw": RawClient}
-JSON_TYPE = b"application/json"
-SVMLIGHT_TYPE = b"text/x-svmlight"
 
 
 # -- the generator --------------------------------------------------------------------------
@@ -432,9 +500,9 @@ class LoadGenerator:
     async def _feedback(self, client, stats: Stats) -> tuple[int, str | None]:
         if self.config.mode == "mixed" and self.pending:
             prediction_id, label = self.pending.popleft()
-            body = b'{"examples":[{"prediction_id":"%s","label":%d}]}' % (
+            body = b'{"examples":[{"prediction_id":"%s","label":%s}]}' % (
                 prediction_id.encode(),
-                label,
+                json.dumps(label).encode(),
             )
             stats.by_prediction_id += 1
         else:
@@ -447,7 +515,7 @@ class LoadGenerator:
     async def _bulk(self, client, stats: Stats) -> tuple[int, str | None]:
         bodies = self.workload.bulk_bodies
         body = bodies[self._next_row() % len(bodies)]
-        status, data = await client.post(self.paths["feedback"], body, SVMLIGHT_TYPE)
+        status, data = await client.post(self.paths["feedback"], body, self.workload.bulk_type)
         if status != 200:
             return 0, _error_of(status, data)
         return int(json.loads(data)["learned"]), None
@@ -527,6 +595,15 @@ class LoadGenerator:
         return stats
 
     async def _create_model(self, client: httpx.AsyncClient) -> None:
+        if self.model is not None:  # an existing one: rows and labels that fit it
+            response = await client.get(f"/v1/models/{self.model}")
+            if response.status_code != 200:
+                raise RuntimeError(f"model {self.model!r}: {response.text}")
+            options = model_options(response.json())
+            self.config = dataclasses.replace(
+                self.config, **options, nnz=min(self.config.nnz, options["n_features"])
+            )
+            self.workload = Workload(self.config)
         if self.model is None:
             self.model = f"loadgen-{self.config.mode}-{uuid.uuid4().hex[:8]}"
             response = await client.post("/v1/models", json=self.workload.model_spec(self.model))
@@ -540,10 +617,12 @@ class LoadGenerator:
     async def run(self) -> dict:
         """Create the model, warm up, measure, delete the model; returns the summary."""
         config = self.config
-        load = CLIENTS[config.client](config.url, config.concurrency, config.timeout)
-        async with httpx.AsyncClient(base_url=config.url, timeout=60) as control:
+        load = CLIENTS[config.client](config.url, config.concurrency, config.timeout, config.key)
+        headers = auth_headers(config.key)
+        async with httpx.AsyncClient(base_url=config.url, timeout=60, headers=headers) as control:
             created = config.model is None
             await self._create_model(control)
+            config = self.config
             try:
                 if config.warmup:
                     await self._phase(load, config.warmup)
@@ -629,6 +708,60 @@ class LoadGenerator:
 def run(config: LoadConfig, workload: Workload | None = None) -> dict:
     """Run one load test synchronously; returns the summary."""
     return asyncio.run(LoadGenerator(config, workload).run())
+
+
+def sweep(config: LoadConfig, factor: float, max_rate: float, p99_max_ms: float) -> dict:
+    """Open-loop runs at rising rates (``config.rate`` times ``factor`` per step, up to
+    ``max_rate``) against one model; the knee is the highest rate whose p99 stays under
+    ``p99_max_ms`` with no errors. Stops at the first rate past the bound."""
+    if config.rate is None or factor <= 1 or max_rate < config.rate:
+        raise ValueError("a sweep needs --rate (the first), --sweep-factor > 1, --sweep-max")
+    created = config.model is None
+    steps, knee, rate = [], None, config.rate
+    model = config.model
+    try:
+        while rate <= max_rate:
+            step = dataclasses.replace(config, rate=rate, model=model, keep_model=True)
+            generator = LoadGenerator(step)
+            summary = asyncio.run(generator.run())
+            model = generator.model
+            p99 = summary["latency_ms"]["p99"]
+            within = summary["errors"] == 0 and p99 is not None and p99 <= p99_max_ms
+            steps.append(
+                {
+                    "rate": rate,
+                    "throughput_rps": summary["throughput_rps"],
+                    "p50_ms": summary["latency_ms"]["p50"],
+                    "p99_ms": p99,
+                    "errors": summary["errors"],
+                    "within": within,
+                    "summary": summary,
+                }
+            )
+            if not within:
+                break
+            knee = rate
+            rate = round(rate * factor, 3)
+    finally:
+        if created and model is not None and not config.keep_model:
+            headers = auth_headers(config.key)
+            httpx.delete(f"{config.url}/v1/models/{model}", headers=headers, timeout=60)
+    return {"mode": config.mode, "p99_max_ms": p99_max_ms, "knee_rate": knee, "steps": steps}
+
+
+def format_sweep(result: dict) -> str:
+    lines = [
+        f"sweep ({result['mode']}): highest rate with p99 <= {result['p99_max_ms']:g} ms and "
+        f"no errors: {result['knee_rate'] if result['knee_rate'] is not None else 'none'} req/s",
+        f"  {'rate':>10}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}",
+    ]
+    for step in result["steps"]:
+        p99 = step["p99_ms"] if step["p99_ms"] is not None else math.nan
+        lines.append(
+            f"  {step['rate']:>10g}{step['throughput_rps']:>10.1f}{step['p50_ms'] or 0:>10.3f}"
+            f"{p99:>10.3f}{step['errors']:>8}" + ("" if step["within"] else "  <- past the bound")
+        )
+    return "\n".join(lines)
 
 
 def format_summary(summary: dict) -> str:
@@ -720,27 +853,43 @@ def parse_args(argv: list[str] | None = None) -> tuple[LoadConfig, Path | None]:
         help="httpx.AsyncClient, or plain asyncio streams (far less CPU per request)",
     )
     add("--seed", type=int, default=defaults.seed)
-    add("--model", help="use this existing model instead of creating one")
+    add(
+        "--model",
+        help="use this existing model (its input size and classes are read from the service)",
+    )
+    add("--key", default=os.environ.get("LORENTZTRON_KEY"), help="bearer key ($LORENTZTRON_KEY)")
+    add("--sweep", action="store_true", help="open loop at rising rates from --rate: the knee")
+    add("--sweep-factor", type=float, default=2.0, help="rate multiplier per sweep step")
+    add("--sweep-max", type=float, default=20_000.0, help="the last sweep rate at most")
+    add("--p99-max", type=float, default=50.0, help="sweep: the p99 bound, milliseconds")
     add("--keep-model", action="store_true", help="do not delete the created model")
     add("--allow-remote", action="store_true", help="allow a non-loopback --url")
-    add("--json", type=Path, help="write the summary to this JSON file")
+    add("--json", type=Path, help="write the summary (or the sweep) to this JSON file")
     args = vars(parser.parse_args(argv))
-    json_path = args.pop("json")
-    return LoadConfig(**args), json_path
+    options = {name: args.pop(name) for name in ("json", "sweep", "sweep_factor", "sweep_max")}
+    options["p99_max"] = args.pop("p99_max")
+    return LoadConfig(**args), options
 
 
 def main(argv: list[str] | None = None) -> int:
-    config, json_path = parse_args(argv)
+    config, options = parse_args(argv)
     try:
         config.check()
+        if options["sweep"]:
+            result = sweep(
+                config, options["sweep_factor"], options["sweep_max"], options["p99_max"]
+            )
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    summary = run(config)
-    print(format_summary(summary))
-    if json_path is not None:
-        json_path.write_text(json.dumps(summary, indent=1) + "\n")
-    return 0 if summary["errors"] == 0 else 1
+    if not options["sweep"]:
+        result = run(config)
+    print(format_sweep(result) if options["sweep"] else format_summary(result))
+    if options["json"] is not None:
+        options["json"].write_text(json.dumps(result, indent=1) + "\n")
+    if options["sweep"]:
+        return 0 if result["knee_rate"] is not None else 1
+    return 0 if result["errors"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ runs. One model is created when the test starts and deleted when it stops. Headl
     locust -f deploy/loadtest/locustfile.py --headless -u 20 -r 20 -t 20s \\
         --host http://127.0.0.1:8000 --rank 4 --n-features 65536 --csv /tmp/lt PredictUser
 
+The same options as ``loadgen.py``: ``--key`` (or ``LORENTZTRON_KEY``) for a service with
+keys, ``--model-name`` for an existing model (its input size and classes read from the
+service); ``--csv PREFIX`` (locust's own) writes the results where you say. For the highest
+rate under a latency bound, use ``loadgen.py --sweep`` (an open loop; locust's users are a
+closed one).
+
 User classes (all run, by weight, unless named on the command line):
 
 - ``PredictUser`` (weight 4): one instance per ``POST /v1/models/{name}/predict``;
@@ -30,6 +36,9 @@ extra).
 from __future__ import annotations
 
 import collections
+import dataclasses
+import json
+import os
 import random
 import sys
 import uuid
@@ -41,9 +50,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import loadgen  # noqa: E402
 
-JSON_HEADERS = {"content-type": "application/json"}
-SVMLIGHT_HEADERS = {"content-type": "text/x-svmlight"}
-
 
 class Shared:
     """The model and pre-encoded bodies of this test run (set when the test starts)."""
@@ -51,6 +57,7 @@ class Shared:
     workload: loadgen.Workload | None = None
     model: str | None = None
     created = False
+    headers: dict[str, str] = {}
 
 
 @events.init_command_line_parser.add_listener
@@ -62,7 +69,16 @@ def _arguments(parser):
     parser.add_argument("--nnz", type=int, default=defaults.nnz)
     parser.add_argument("--batch", type=int, default=2000, help="BulkUser: examples per body")
     parser.add_argument("--feedback-fraction", type=float, default=defaults.feedback_fraction)
-    parser.add_argument("--model-name", default="", help="use this existing model")
+    parser.add_argument(
+        "--model-name",
+        default="",
+        help="use this existing model (its input size and classes are read from the service)",
+    )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("LORENTZTRON_KEY", ""),
+        help="bearer key sent with every request ($LORENTZTRON_KEY)",
+    )
     parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback host")
 
 
@@ -83,15 +99,27 @@ def _create_model(environment, **kwargs):
         allow_remote=options.allow_remote,
     )
     config.check()
-    Shared.workload = loadgen.Workload(config)
-    if options.model_name:
-        Shared.model = options.model_name
-        return
-    Shared.model = f"locust-{uuid.uuid4().hex[:8]}"
     import httpx
 
+    Shared.headers = loadgen.auth_headers(options.key or None)
+    if options.model_name:  # rows and labels that fit the existing model
+        response = httpx.get(
+            f"{config.url}/v1/models/{options.model_name}", headers=Shared.headers, timeout=60
+        )
+        if response.status_code != 200:
+            raise RuntimeError(f"model {options.model_name!r}: {response.text}")
+        extra = loadgen.model_options(response.json())
+        config = dataclasses.replace(config, **extra, nnz=min(config.nnz, extra["n_features"]))
+        Shared.workload = loadgen.Workload(config)
+        Shared.model = options.model_name
+        return
+    Shared.workload = loadgen.Workload(config)
+    Shared.model = f"locust-{uuid.uuid4().hex[:8]}"
     response = httpx.post(
-        f"{config.url}/v1/models", json=Shared.workload.model_spec(Shared.model), timeout=60
+        f"{config.url}/v1/models",
+        json=Shared.workload.model_spec(Shared.model),
+        headers=Shared.headers,
+        timeout=60,
     )
     if response.status_code != 201:
         raise RuntimeError(f"could not create the model: {response.text}")
@@ -103,7 +131,9 @@ def _delete_model(environment, **kwargs):
     if Shared.created:
         import httpx
 
-        httpx.delete(f"{environment.host}/v1/models/{Shared.model}", timeout=60)
+        httpx.delete(
+            f"{environment.host}/v1/models/{Shared.model}", headers=Shared.headers, timeout=60
+        )
         Shared.created = False
 
 
@@ -114,6 +144,9 @@ class _ServiceUser(FastHttpUser):
         self.random = random.Random()
         self.pending: collections.deque[tuple[str, int]] = collections.deque(maxlen=1000)
 
+    def _headers(self, content_type: bytes) -> dict[str, str]:
+        return {"content-type": content_type.decode(), **Shared.headers}
+
     def _row(self) -> int:
         return self.random.randrange(len(Shared.workload.rows))
 
@@ -122,7 +155,7 @@ class _ServiceUser(FastHttpUser):
         with self.client.post(
             f"/v1/models/{Shared.model}/predict",
             data=Shared.workload.predict_bodies[k],
-            headers=JSON_HEADERS,
+            headers=self._headers(loadgen.JSON_TYPE),
             name="predict",
             catch_response=True,
         ) as response:
@@ -135,9 +168,9 @@ class _ServiceUser(FastHttpUser):
     def feedback(self) -> None:
         if self.pending:
             prediction_id, label = self.pending.popleft()
-            body = b'{"examples":[{"prediction_id":"%s","label":%d}]}' % (
+            body = b'{"examples":[{"prediction_id":"%s","label":%s}]}' % (
                 prediction_id.encode(),
-                label,
+                json.dumps(label).encode(),
             )
             name = "feedback (prediction id)"
         else:
@@ -146,7 +179,7 @@ class _ServiceUser(FastHttpUser):
         with self.client.post(
             f"/v1/models/{Shared.model}/feedback",
             data=body,
-            headers=JSON_HEADERS,
+            headers=self._headers(loadgen.JSON_TYPE),
             name=name,
             catch_response=True,
         ) as response:
@@ -200,7 +233,7 @@ class BulkUser(_ServiceUser):
         with self.client.post(
             f"/v1/models/{Shared.model}/feedback",
             data=bodies[self.random.randrange(len(bodies))],
-            headers=SVMLIGHT_HEADERS,
+            headers=self._headers(Shared.workload.bulk_type),
             name=f"bulk svmlight ({len(bodies[0].splitlines())} examples)",
             catch_response=True,
         ) as response:

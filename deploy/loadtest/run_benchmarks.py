@@ -1,7 +1,9 @@
 """Service benchmarks: start ``lorentztron serve`` on a free loopback port, drive it with
-``loadgen.py`` through every scenario a few times, stop it, and write the medians to
-``docs/benchmarks.md`` (between ``<!-- service:begin -->`` and ``<!-- service:end -->``, the
-rest of the file is left alone) and ``docs/service_benchmarks.json``.
+``loadgen.py`` through every scenario a few times, stop it, print the medians, and write them
+where you name: ``--md PATH`` (a markdown file whose section between
+``<!-- service:begin -->`` and ``<!-- service:end -->`` is replaced, the rest left alone;
+the project's is ``docs/benchmarks.md``) and ``--json PATH`` (every run; the project's is
+``docs/service_benchmarks.json``). Without them nothing is written.
 
 The server is one uvicorn process as deployed (``python -m service.cli serve``), with local
 snapshots in a temporary directory and a snapshot interval of an hour (so snapshots do not
@@ -23,8 +25,10 @@ Scenarios (model: DoS rank 16 over 2^18 hashed features, ~30 non-zeros per examp
 - ``bulk``: svmlight bodies of ``--batch`` examples (target >= 100,000 examples/s);
 - ``mixed_closed``: 80% predictions / 20% feedback by prediction id, closed loop.
 
-    python deploy/loadtest/run_benchmarks.py                      # 3 runs of 10 s each
-    python deploy/loadtest/run_benchmarks.py --duration 3 --repeats 1 --no-write   # smoke
+    # 3 runs of 10 s each, written into the project's docs
+    python deploy/loadtest/run_benchmarks.py --md docs/benchmarks.md \
+        --json docs/service_benchmarks.json
+    python deploy/loadtest/run_benchmarks.py --duration 3 --repeats 1   # smoke: print only
 """
 
 from __future__ import annotations
@@ -58,8 +62,6 @@ DEFAULT_INTERVAL = Settings.model_fields["averaging_interval"].default
 
 BEGIN = "<!-- service:begin -->"
 END = "<!-- service:end -->"
-DEFAULT_MD = ROOT / "docs" / "benchmarks.md"
-DEFAULT_JSON = ROOT / "docs" / "service_benchmarks.json"
 SCENARIOS = (
     "predict_open",
     "predict_open_low",
@@ -595,9 +597,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--max-wait", type=float, default=600.0, help="longest wait for --max-load, seconds")
     add("--note", action="append", default=[], help="a paragraph added under the tables")
     add("--notes-file", type=Path, help="markdown added under the tables")
-    add("--md", type=Path, default=DEFAULT_MD)
-    add("--json", type=Path, default=DEFAULT_JSON)
-    add("--no-write", action="store_true", help="print only")
+    add("--md", type=Path, help="replace the service section of this markdown file")
+    add("--json", type=Path, help="write every run to this JSON file")
     args = parser.parse_args(argv)
     if args.notes_file:
         args.note.append(args.notes_file.read_text())
@@ -621,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in vars(args).items()
-            if k not in {"md", "json", "no_write", "note", "notes_file", "costs", "render"}
+            if k not in {"md", "json", "note", "notes_file", "costs", "render"}
         },
         "scenarios": [],
         "runs": {},
@@ -665,10 +666,12 @@ def publish(result: dict, args: argparse.Namespace) -> int:
     section = markdown(result)
     print()
     print(section)
-    if not args.no_write:
+    if args.md is not None:
         write_section(args.md, section)
+        print(f"wrote the service section of {args.md}")
+    if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.md} (service section) and {args.json}")
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -18,7 +18,7 @@ def healthz() -> dict:
 @router.get("/readyz")
 def readyz(app: App) -> Response:
     """Ready: kernels compiled, models restored (log replayed), snapshot store and feedback log
-    reachable (503 otherwise)."""
+    reachable (503 otherwise, with the checks still `pending`)."""
     worker = app.worker
     store_ok = worker.check_store()
     checks = {
@@ -30,6 +30,7 @@ def readyz(app: App) -> Response:
     body = {
         "status": "ready" if ready else "not_ready",
         "checks": checks,
+        "pending": [name for name, ok in checks.items() if not ok],
         "store_error": worker.store_error,
         "failing_snapshots": worker.failing,
     }

@@ -1,8 +1,9 @@
 """Snapshots: take one now, list them, restore one."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from service.deps import App, Read, Write
+from service.idempotency import HEADER, answer_headers, key_of
 from service.openapi import errors
 from service.schemas import ModelInfo, SnapshotInfo, SnapshotList
 from service.store import SnapshotMeta
@@ -49,7 +50,13 @@ def list_snapshots(name: str, app: App) -> dict:
     dependencies=[Write],
     responses=errors(401, 403, 404, 409, 422, 503),
 )
-def restore_snapshot(name: str, version: int, app: App) -> dict:
+def restore_snapshot(
+    name: str, version: int, app: App, request: Request, response: Response
+) -> dict:
     """Replace the model's state by a snapshot's; the model's version moves on by one, and
-    the restored state is written as the newest snapshot before the response."""
-    return app.models.restore_snapshot(name, version).info()
+    the restored state is written as the newest snapshot before the response. With an
+    `Idempotency-Key`, a retry gets the first answer again (and restores nothing)."""
+    key = key_of(request.headers.get(HEADER), f"restore {version}", "", b"")
+    answer = app.models.restore_snapshot(name, version, key)
+    response.headers.update(answer_headers(answer) or {})
+    return answer

@@ -18,6 +18,7 @@ def status_history(app: App, request: Request) -> dict:
     """Live models and the sampled history of their metrics and of request latency."""
     history = request.app.state.history
     models = []
+    now = time.time()
     for live in app.models.serving():
         info = live.info()
         models.append(
@@ -33,10 +34,11 @@ def status_history(app: App, request: Request) -> dict:
                     "metrics",
                 )
             }
+            | {"snapshot_age_seconds": now - (live.last_snapshot_at or live.created_at)}
         )
     return {
         "service_version": __version__,
-        "now": time.time(),
+        "now": now,
         "interval": history.interval,
         "span": history.span,
         "models": models,
@@ -65,6 +67,8 @@ PAGE = """<!doctype html>
            background: #fff; border-bottom: 1px solid var(--line); }
   header h1 { font-size: 18px; margin: 0; }
   header .muted { font-size: 13px; }
+  header nav { margin-left: auto; display: flex; gap: 14px; font-size: 13px; }
+  a { color: #2e6fdb; }
   main { padding: 16px 24px; max-width: 1240px; }
   .muted { color: var(--muted); }
   section { background: #fff; border: 1px solid var(--line); border-radius: 8px;
@@ -93,6 +97,7 @@ PAGE = """<!doctype html>
   <h1>lorentztron</h1>
   <span class="muted" id="summary">loading&hellip;</span>
   <span class="muted" id="error"></span>
+  <nav><a href="docs">API docs</a> <a href="metrics">metrics</a></nav>
 </header>
 <main>
   <section id="auth">
@@ -109,9 +114,9 @@ PAGE = """<!doctype html>
         <th>name</th><th>kind</th><th>task</th><th class="num">version</th>
         <th class="num">examples learned</th><th class="num">predictions</th>
         <th class="num">accuracy (recent)</th><th class="num">loss (recent)</th>
-        <th class="num">RMSE (recent)</th>
+        <th class="num">RMSE (recent)</th><th class="num">snapshot age</th>
       </tr></thead>
-      <tbody id="models"><tr><td colspan="9" class="muted">no models yet</td></tr></tbody>
+      <tbody id="models"><tr><td colspan="10" class="muted">no models yet</td></tr></tbody>
     </table>
   </section>
   <div class="grid">
@@ -212,6 +217,13 @@ function chart(target, series, t0, t1, yFixed) {
   box.appendChild(legend);
 }
 
+function age(seconds) {
+  if (seconds === null || seconds === undefined) return "\u2013";
+  if (seconds < 90) return Math.round(seconds) + " s";
+  if (seconds < 5400) return Math.round(seconds / 60) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
 function modelSeries(samples, field, label) {
   const names = [...new Set(samples.flatMap(s => Object.keys(s.models)))].sort();
   return names.map((name, k) => ({
@@ -250,7 +262,7 @@ function renderModels(models) {
   body.textContent = "";
   if (!models.length) {
     const row = body.insertRow(), cell = row.insertCell();
-    cell.colSpan = 9; cell.className = "muted"; cell.textContent = "no models yet";
+    cell.colSpan = 10; cell.className = "muted"; cell.textContent = "no models yet";
     return;
   }
   for (const m of models) {
@@ -261,7 +273,7 @@ function renderModels(models) {
       [m.name], [m.kind], [m.task], [m.version, 1], [m.examples_learned, 1],
       [m.predictions, 1], [fmt(mt.recent_accuracy), 1],
       [mt.recent_loss === null ? fmt(null) : fmt(mt.recent_loss) + " " + mt.loss_kind, 1],
-      [fmt(mt.recent_rmse), 1],
+      [fmt(mt.recent_rmse), 1], [age(m.snapshot_age_seconds), 1],
     ];
     for (const [text, num] of cells) {
       const cell = row.insertCell();

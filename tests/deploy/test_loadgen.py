@@ -18,6 +18,7 @@ import uvicorn
 
 from service.config import Settings
 from service.main import create_app
+from tests.service.test_end_to_end import ServerThread
 
 LOADTEST = Path(__file__).resolve().parents[2] / "deploy" / "loadtest"
 
@@ -70,18 +71,8 @@ def free_port() -> int:
 def server_url(tmp_path_factory):
     """The service under uvicorn on a loopback port, in a background thread."""
     settings = Settings(snapshot_dir=tmp_path_factory.mktemp("snapshots"), snapshot_interval=3600)
-    port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    with ServerThread(create_app(settings)) as server:
+        yield server.url
 
 
 def small(url: str, **options) -> loadgen.LoadConfig:
@@ -232,3 +223,67 @@ def test_percentiles_are_nearest_rank():
     assert loadgen.percentile(values, 99) == 99.0
     assert loadgen.percentile(values, 100) == 100.0
     assert loadgen.latency_summary([]) == {"count": 0} | dict.fromkeys(LATENCY_KEYS - {"count"})
+
+
+@pytest.fixture(scope="module")
+def keyed_url(tmp_path_factory):
+    """A service that needs keys, with an existing three-class model of 64 inputs."""
+    settings = Settings(
+        snapshot_dir=tmp_path_factory.mktemp("keyed"),
+        snapshot_interval=3600,
+        write_keys=["w"],
+        read_keys=["r"],
+    )
+    with ServerThread(create_app(settings)) as server:
+        yield from _with_spam_model(server.url)
+
+
+def _with_spam_model(url: str):
+    import httpx
+
+    spec = {
+        "name": "spam",
+        "kind": "linear-pa",
+        "input": {"n_features": 64},
+        "classes": ["ham", "spam", "eggs"],
+    }
+    created = httpx.post(f"{url}/v1/models", json=spec, headers={"Authorization": "Bearer w"})
+    assert created.status_code == 201, created.text
+    yield url
+
+
+def test_keys_and_an_existing_model_with_its_own_classes(keyed_url):
+    with pytest.raises(RuntimeError, match="unauthorized"):
+        loadgen.run(small(keyed_url, mode="predict", model="spam"))
+    for mode in ("mixed", "bulk"):
+        config = small(keyed_url, mode=mode, model="spam", key="w", duration=0.5)
+        summary = loadgen.run(config)
+        assert summary["errors"] == 0, summary["error_kinds"]
+        assert summary["model"]["name"] == "spam" and summary["model"]["kind"] == "linear-pa"
+        assert summary["model"]["n_features"] == 64  # read from the service, not --n-features
+    info = (
+        __import__("httpx")
+        .get(f"{keyed_url}/v1/models/spam", headers={"Authorization": "Bearer r"})
+        .json()
+    )
+    assert info["examples_learned"] > 0 and info["metrics"]["accuracy"] is not None
+    predict_only = small(keyed_url, mode="predict", model="spam", key="r", duration=0.3)
+    assert loadgen.run(predict_only)["errors"] == 0  # a read key is enough to predict
+
+
+def test_sweep_reports_the_highest_rate_within_the_bound(server_url, tmp_path, capsys):
+    config = small(server_url, mode="predict", rate=20.0, duration=0.4, warmup=0.0)
+    result = loadgen.sweep(config, factor=2.0, max_rate=80.0, p99_max_ms=60_000.0)
+    assert [step["rate"] for step in result["steps"]] == [20.0, 40.0, 80.0]
+    assert result["knee_rate"] == 80.0 and all(step["within"] for step in result["steps"])
+    impossible = loadgen.sweep(config, factor=2.0, max_rate=80.0, p99_max_ms=0.0)
+    assert impossible["knee_rate"] is None and len(impossible["steps"]) == 1
+    out = tmp_path / "sweep.json"
+    status = loadgen.main(
+        ["--url", server_url, "--mode", "predict", "--rate", "20", "--duration", "0.3",
+         "--warmup", "0", "--rank", "4", "--n-features", "1024", "--nnz", "10",
+         "--sweep", "--sweep-max", "40", "--p99-max", "60000", "--json", str(out)]
+    )  # fmt: skip
+    assert status == 0 and json.loads(out.read_text())["knee_rate"] == 40.0
+    assert "highest rate with p99 <= 60000 ms" in capsys.readouterr().out
+    test_the_created_models_are_deleted(server_url)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from fastapi.testclient import TestClient
+from fastapi import testclient
 
 from service.config import Settings
 from service.main import create_app
@@ -89,6 +89,16 @@ class RedisServer:
             self.process.terminate()
             self.process.wait(timeout=10)
             self.process = None
+
+
+class TestClient(testclient.TestClient):
+    """FastAPI's test client, entered once the app's first restore was tried (the app
+    restores its models in the background: ``service.startup``)."""
+
+    def __enter__(self):
+        client = super().__enter__()
+        self.portal.call(self.app.state.startup.tried.wait)
+        return client
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ class ServiceProcess:
         self.process: subprocess.Popen | None = None
         self.url = ""
 
-    def start(self, timeout: float = 90.0) -> ServiceProcess:
-        port = free_port()
+    def start(self, timeout: float = 90.0, port: int | None = None) -> ServiceProcess:
+        port = port or free_port()
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
@@ -64,3 +64,20 @@ class ServiceProcess:
                 self.process.kill()
                 self.process.wait()
             self.process = None
+
+
+def roles(redis_url: str, directory: Path, replicas: int = 2):
+    """A learner and ``replicas`` api replicas (not started) against one Redis, publishing
+    and polling quickly, each logging to a file in ``directory``."""
+    common = {
+        "LORENTZTRON_REDIS_URL": redis_url,
+        "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
+        "LORENTZTRON_POLL_INTERVAL": "0.5",
+        "LORENTZTRON_LOG_LEVEL": "warning",
+    }
+    learner = ServiceProcess({**common, "LORENTZTRON_ROLE": "learner"}, directory / "learner.log")
+    apis = [
+        ServiceProcess({**common, "LORENTZTRON_ROLE": "api"}, directory / f"api{i}.log")
+        for i in range(replicas)
+    ]
+    return learner, apis

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
 import sys
+
+import httpx
+import numpy as np
 
 from service import cli
 
@@ -34,3 +38,92 @@ def test_tune_malloc_is_accepted_by_glibc_and_a_no_op_elsewhere():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert out.stdout.strip() == str(glibc)
+
+
+# -- the command line as users meet it ----------------------------------------------------------
+def lorentztron(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def test_help_and_version_read_as_plain_text():
+    from service.config import Settings
+
+    top = lorentztron("--help")
+    assert top.returncode == 0 and "``" not in top.stdout
+    for command in ("serve", "learn", "eval", "export", "import"):
+        assert command in top.stdout
+    serve = lorentztron("serve", "--help").stdout
+    for name in Settings.model_fields:
+        assert f"LORENTZTRON_{name.upper()} (default" in serve, name
+    assert "Seconds between background snapshots" in serve and "``" not in serve
+    assert lorentztron("--version").stdout.strip() == "lorentztron 0.1.0"
+
+
+def test_a_bad_setting_is_one_line_naming_the_variable():
+    for env, variable in (
+        ({"LORENTZTRON_PORT": "abc"}, "LORENTZTRON_PORT"),
+        ({"LORENTZTRON_ROLE": "api", "LORENTZTRON_REDIS_URL": ""}, "LORENTZTRON_ROLE"),
+        ({"LORENTZTRON_SNAPSHOT_INTERVAL": "-1"}, "LORENTZTRON_SNAPSHOT_INTERVAL"),
+    ):
+        run = lorentztron("serve", env=env)
+        assert run.returncode == 2, run.stderr
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and variable in lines[0] and "Traceback" not in run.stderr
+
+
+def test_learn_eval_and_import_into_a_running_service(tmp_path):
+    """Learn a model from a9a's first 3,000 lines offline, score a9a.t with it, import the
+    file into a real service (the CLI through service.client), export it back: the service
+    predicts what the file predicts, and the exported file equals the learned one's arrays."""
+    from core.datasets import data_dir
+    from service.interchange import read_tensors
+    from tests.service.server import ServiceProcess
+
+    train = tmp_path / "a9a-head"
+    train.write_bytes(b"".join((data_dir() / "a9a" / "a9a").read_bytes().splitlines(True)[:3000]))
+    model = tmp_path / "a9a.safetensors"
+    learned = lorentztron(
+        "learn", str(train), "--kind", "dos", "--param", "rank=4", "--n-features", "123",
+        "--averaging-interval", "500", "-o", str(model),
+    )  # fmt: skip
+    assert learned.returncode == 0, learned.stderr
+    assert "learned 3,000 examples" in learned.stdout and "accuracy" in learned.stdout
+    assert "100%" in learned.stderr and "examples" in learned.stderr  # the progress lines
+    scored = lorentztron(
+        "eval", str(data_dir() / "a9a" / "a9a.t"), "--model", str(model), "--json",
+        "--variant", "averaged", "--predictions", str(tmp_path / "p.ndjson"),
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    metrics = json.loads(scored.stdout)
+    assert metrics["examples"] == 16281 and 0.7 < metrics["accuracy"] < 1.0
+    first = json.loads((tmp_path / "p.ndjson").read_text().splitlines()[0])
+    service = ServiceProcess(
+        {"LORENTZTRON_SNAPSHOT_DIR": str(tmp_path / "snapshots"), "LORENTZTRON_WRITE_KEYS": "w"}
+    ).start()
+    try:
+        env = {"LORENTZTRON_URL": service.url, "LORENTZTRON_KEY": "w"}
+        imported = lorentztron("import", str(model), "--name", "a9a", env=env)
+        assert imported.returncode == 0 and "created 'a9a'" in imported.stdout, imported.stderr
+        refused = lorentztron("import", str(model), "--name", "a9a", env=env)
+        assert refused.returncode == 2 and "model_exists" in refused.stderr
+        line = (data_dir() / "a9a" / "a9a.t").read_text().splitlines()[0]
+        indices = [int(pair.split(":")[0]) - 1 for pair in line.split()[1:]]
+        body = {"instances": [{"indices": indices, "values": [1.0] * len(indices)}]}
+        served = httpx.post(f"{service.url}/v1/models/a9a/predict?variant=averaged", json=body)
+        assert served.json()["predictions"][0]["score"] == first["score"]
+        exported = lorentztron("export", "a9a", "-o", str(tmp_path / "back.safetensors"), env=env)
+        assert exported.returncode == 0, exported.stderr
+        mine, theirs = (
+            read_tensors(p.read_bytes())[0] for p in (model, tmp_path / "back.safetensors")
+        )
+        assert all(np.array_equal(mine[k], theirs[k]) for k in mine if not k.startswith("service."))
+    finally:
+        service.stop()

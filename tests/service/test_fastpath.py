@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from core.base import state_digest
 from service import grouping
@@ -23,7 +22,7 @@ from service.fastpath import FastPath
 from service.feedback_log import LogUnavailable, decode_record
 from service.main import create_app
 from service.routes import predict as predict_route
-from tests.service.conftest import create
+from tests.service.conftest import TestClient, create
 
 JSON = {"content-type": "application/json"}
 SVMLIGHT = {"content-type": "text/x-svmlight"}

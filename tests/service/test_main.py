@@ -6,22 +6,22 @@ import sys
 import time
 
 import httpx
-from fastapi.testclient import TestClient
 
 from service.main import create_app
-from tests.service.conftest import free_port
+from tests.service.conftest import TestClient, free_port, wait_for
 
 
 def test_health_readiness_and_openapi(settings):
     with TestClient(create_app(settings)) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
+        wait_for(lambda: client.get("/readyz").status_code == 200, timeout=120)
         ready = client.get("/readyz")
-        assert ready.status_code == 200
         assert ready.json()["checks"] == {
             "kernels_compiled": True,
             "models_restored": True,
             "snapshot_store": True,
         }
+        assert ready.json()["pending"] == []
         spec = client.get("/openapi.json").json()
         assert spec["info"]["title"] == "lorentztron"
         feedback = spec["paths"]["/v1/models/{name}/feedback"]["post"]
@@ -84,3 +84,10 @@ def test_cli_serves_over_real_http(tmp_path):
     assert unmatched["status"] == 404 and unmatched["endpoint"] == "unmatched"
     assert unmatched["request_id"] == missing.headers["x-request-id"]
     assert "s3cret-token" not in output
+
+
+def test_metrics_have_no_created_series(client):
+    client.get("/healthz")
+    text = client.get("/metrics").text
+    assert "lorentztron_http_requests_total{" in text
+    assert "_created" not in text

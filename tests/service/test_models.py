@@ -5,11 +5,10 @@ serves."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from service.main import create_app
 from service.schemas import spec_from_json, spec_to_json
-from tests.service.conftest import create, wait_for
+from tests.service.conftest import TestClient, create, wait_for
 
 
 def feed(client, n=3):

@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
-from fastapi.testclient import TestClient
 
 from service.errors import codes_by_status
 from service.exceptions import CODES
 from service.kinds import KINDS
 from service.main import create_app
+from tests.service.conftest import TestClient
 from tests.service.server import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,12 +45,16 @@ def test_every_reference_resolves(spec):
 
 
 def test_errors_are_declared_with_the_real_envelope(spec):
-    envelope = {"$ref": "#/components/schemas/ErrorResponse"}
+    """Every error answer with its envelope: ours under /v1, the Open Inference Protocol's
+    under /v2 (whose readiness says 503 with ``{"ready": false}``)."""
+    ours = {"$ref": "#/components/schemas/ErrorResponse"}
+    protocol = {"$ref": "#/components/schemas/InferenceErrorResponse"}
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
             for status, answer in operation["responses"].items():
-                if status.startswith(("4", "5")):
+                if status.startswith(("4", "5")) and path != "/v2/health/ready":
                     schema = answer["content"]["application/json"]["schema"]
+                    envelope = protocol if path.startswith("/v2") else ours
                     assert schema == envelope, (method, path, status)
     feedback = spec["paths"]["/v1/models/{name}/feedback"]["post"]["responses"]
     assert {"401", "403", "404", "413", "415", "422", "503"} <= set(feedback)
@@ -111,7 +115,7 @@ def test_a_405_says_what_is_allowed(client):
     for method, path, allowed in (
         ("GET", "/v1/models/m/predict", "POST"),
         ("PUT", "/v1/models", "GET, POST"),
-        ("PATCH", "/v1/models/m", "DELETE, GET"),
+        ("PATCH", "/v1/models/m", "DELETE, GET, PUT"),
     ):
         answer = client.request(method, path)
         assert answer.status_code == 405 and answer.headers["allow"] == allowed
@@ -131,7 +135,7 @@ def test_the_readme_lists_every_error_code():
 def schemathesis_config(path: Path) -> Path:
     """Every check; 422 and 413 count as accepting schema-valid data only where validity
     depends on what no schema can say (a model's dimension and classes, the server's size
-    limits, the kinds' cross-parameter rules)."""
+    limits, the kinds' cross-parameter rules, whether bytes are a model file)."""
     config = path / "schemathesis.toml"
     config.write_text(
         """
@@ -141,11 +145,15 @@ request-timeout = 30
 [generation]
 max-examples = 25
 [[operations]]
-include-path-regex = "/(predict|feedback)$"
+include-path-regex = "/(predict|feedback|infer)$"
 checks.positive_data_acceptance.expected-statuses = [STATUSES]
 [[operations]]
 include-path = "/v1/models"
 include-method = "POST"
+checks.positive_data_acceptance.expected-statuses = [STATUSES]
+[[operations]]
+include-path = "/v1/models/{name}"
+include-method = "PUT"
 checks.positive_data_acceptance.expected-statuses = [STATUSES]
 """.replace("STATUSES", '"2xx", "401", "403", "404", "409", "413", "422"')
     )

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.service.conftest import RedisServer, wait_for
-from tests.service.server import ServiceProcess
+from tests.service.server import roles
 
 SPEC = {
     "name": "m",
@@ -30,17 +30,7 @@ def version(url: str) -> int | None:
 def test_two_replicas_converge_to_the_learner(tmp_path):
     redis_server = RedisServer(tmp_path)
     redis_server.start()
-    common = {
-        "LORENTZTRON_REDIS_URL": redis_server.url,
-        "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
-        "LORENTZTRON_POLL_INTERVAL": "0.5",
-        "LORENTZTRON_LOG_LEVEL": "warning",
-    }
-    learner = ServiceProcess({**common, "LORENTZTRON_ROLE": "learner"}, tmp_path / "learner.log")
-    replicas = [
-        ServiceProcess({**common, "LORENTZTRON_ROLE": "api"}, tmp_path / f"api{i}.log")
-        for i in range(2)
-    ]
+    learner, replicas = roles(redis_server.url, tmp_path)
     try:
         learner.start()
         for replica in replicas:

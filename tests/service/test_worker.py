@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from service.config import Settings
 from service.main import create_app
 from service.store import RedisStore, decode
-from tests.service.conftest import create, wait_for
+from tests.service.conftest import TestClient, create, wait_for
 
 
 @pytest.mark.parametrize("feedback_log", [False, True])

@@ -84,21 +84,54 @@ def provisioned_uid() -> str:
 
 
 def test_dashboard_structure():
+    """Every query goes to the ``datasource`` variable (the provisioned Prometheus by
+    default, any other one selectable), and every panel says what it shows."""
     board = dashboard()
     assert board["title"] == "lorentztron / overview"
-    uid = provisioned_uid()
+    source = variables(board)["datasource"]
+    assert source["type"] == "datasource" and source["query"] == "prometheus"
+    assert source["current"]["value"] == provisioned_uid()
+    uid = "${datasource}"
     ids = [panel["id"] for panel in board["panels"]]
     assert len(ids) == len(set(ids))
     for panel in panels(board):
         assert panel["datasource"]["uid"] == uid, panel["title"]
+        assert panel.get("description", "").strip(), f"{panel['title']} has no description"
         assert panel["targets"], f"{panel['title']} has no query"
         for target in panel["targets"]:
             assert target["expr"].strip(), panel["title"]
             assert target["datasource"]["uid"] == uid, panel["title"]
         grid = panel["gridPos"]
         assert grid["x"] + grid["w"] <= 24, panel["title"]
-    for variable in variables(board).values():
-        assert variable["datasource"]["uid"] == uid
+    for name, variable in variables(board).items():
+        if name != "datasource":
+            assert variable["datasource"]["uid"] == uid
+    assert "lorentztron-prometheus" not in DASHBOARD.read_text().replace(
+        json.dumps(source["current"]["value"]), ""
+    )
+
+
+def test_stat_panels_have_explicit_thresholds():
+    """Grafana's default (green, red from 80) fits none of them: a share of 5xx answers
+    turns orange at 0.1% and red at 1% (the alert), no instance up is red."""
+    stats = {p["title"]: p for p in panels(dashboard()) if p["type"] == "stat"}
+    for title, panel in stats.items():
+        thresholds = panel["fieldConfig"]["defaults"]["thresholds"]
+        assert thresholds["mode"] == "absolute" and thresholds["steps"][0]["value"] is None, title
+    steps = stats["5xx share"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["color"], s["value"]) for s in steps] == [
+        ("green", None),
+        ("orange", 0.001),
+        ("red", 0.01),
+    ]
+    steps = stats["Instances up"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["color"], s["value"]) for s in steps] == [("red", None), ("green", 1)]
+
+
+def test_latency_panel_leaves_out_probes_and_scrapes():
+    (panel,) = [p for p in panels(dashboard()) if p["title"].startswith("Latency")]
+    for target in panel["targets"]:
+        assert 'endpoint!~"/metrics|/healthz|/readyz"' in target["expr"]
 
 
 def test_model_variable_lists_a_per_model_metric():

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from core.averaging import Averaged
 from core.base import state_digest
@@ -9,7 +8,7 @@ from core.dos import DoSClassifier
 from core.multiclass import OneVsOne
 from service.feedback_log import LogUnavailable
 from service.main import create_app
-from tests.service.conftest import create, wait_for
+from tests.service.conftest import TestClient, create, wait_for
 
 
 @pytest.fixture(params=[True, False], ids=["fast_path", "fastapi_routes"])
@@ -339,7 +338,6 @@ def test_svmlight_and_ndjson_bulk(client):
 
 
 def test_oversized_bodies_are_refused(settings):
-    from fastapi.testclient import TestClient
 
     from service.main import create_app
 

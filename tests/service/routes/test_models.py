@@ -1,11 +1,10 @@
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 
 from service.config import Settings
 from service.main import create_app
-from tests.service.conftest import create
+from tests.service.conftest import TestClient, create
 
 
 def test_create_list_get_delete(client):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from core.base import state_digest
 from core.mofm import MultiOutputPN
@@ -14,7 +13,7 @@ from core.multiclass import OrdinalMcRank
 from core.separation import EllipsoidPerceptron
 from service.config import Settings
 from service.main import create_app
-from tests.service.conftest import create, wait_for
+from tests.service.conftest import TestClient, create, wait_for
 from tests.service.server import ServiceProcess
 
 CLASSES = ["a", "b", "c"]

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from core.base import state_digest
 from core.pqr import PQR
 from service.main import create_app
+from tests.service.conftest import TestClient
 
 
 def test_binary_pqr_has_probabilities_and_log_loss(client):

@@ -1,8 +1,7 @@
 import numpy as np
-from fastapi.testclient import TestClient
 
 from service.main import create_app
-from tests.service.conftest import create
+from tests.service.conftest import TestClient, create
 
 
 def learn(client, seed, n=10):

@@ -10,13 +10,12 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from fastapi.testclient import TestClient
 
 from service.config import Settings
 from service.history import History
 from service.main import create_app
 from tests.service import traffic
-from tests.service.conftest import create
+from tests.service.conftest import TestClient, create
 from tests.service.test_end_to_end import ServerThread
 from tests.system import require_program
 
@@ -43,6 +42,7 @@ def test_history_lists_models_and_samples(settings):
         body = client.get("/v1/status/history").json()
     assert [m["name"] for m in body["models"]] == ["first", "second"]
     assert body["models"][0]["version"] == 0
+    assert 0 <= body["models"][0]["snapshot_age_seconds"] < 60
     assert set(body["models"][0]["metrics"]) >= {"recent_accuracy", "recent_loss", "loss_kind"}
     assert body["interval"] == 0.05 and body["span"] == 1.0
     assert body["samples"] and all({"t", "models", "endpoints"} <= set(s) for s in body["samples"])
@@ -100,6 +100,9 @@ def test_status_page_in_headless_chromium(tmp_path):
         assert row, f"{name} missing from the page"
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
         assert int(cells[3]) > 0  # version
+        assert re.fullmatch(r"\d+ s", cells[9]), cells  # snapshot age
+    for link in ("docs", "metrics"):
+        assert f'<a href="{link}">' in dom
     for chart in ("accuracy", "loss", "latency", "rate"):
         section = re.search(rf'<div id="{chart}">(.*?)</div>\s*</section>', dom, re.S)
         assert section and "<path" in section.group(1), f"chart {chart} has no line"

@@ -1,0 +1,209 @@
+"""service.client against a real server (uvicorn on a loopback port): every endpoint from
+lists, numpy and scipy inputs, bulk uploads as svmlight and NDJSON, one exception class per
+stable error code, bearer keys, retries of a 503 while the service starts, and a bulk part
+whose answer was lost to a SIGKILL learned once when the client sends it again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from core.datasets import data_dir, load_svmlight
+from service import client as lz
+from service import main
+from service.config import Settings
+from service.errors import status_of
+from service.exceptions import CODES
+from service.main import create_app
+from tests.service.conftest import free_port
+from tests.service.server import ServiceProcess
+from tests.service.test_end_to_end import ServerThread
+from tests.service.test_idempotency import whole_frames
+
+
+def test_importing_the_client_loads_none_of_the_server():
+    """Run with the server's packages made unimportable: the client imports all the same."""
+    code = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"fastapi", "starlette", "numba", "numpy", "pydantic",
+                                  "uvicorn", "redis", "prometheus_client", "scipy", "core"}:
+            raise ImportError(f"{name} must not be imported")
+sys.meta_path.insert(0, Refuse())
+import service.client
+print(len(service.client.ERRORS))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == len(CODES)
+
+
+def test_one_exception_class_per_code_with_the_servers_status():
+    for code in CODES:
+        cls = lz.ERRORS[code]
+        assert issubclass(cls, lz.LorentztronError) and cls.status == status_of(code), code
+        assert getattr(lz, cls.__name__) is cls and cls.__name__ in lz.__all__
+    assert issubclass(lz.ModelNotFound, lz.NotFound) and lz.ERRORS["not_found"] is lz.NotFound
+    assert issubclass(lz.LogUnavailable, lz.Unavailable)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("client")
+    settings = Settings(
+        snapshot_dir=directory / "snapshots", snapshot_interval=3600, write_keys=["w"]
+    )
+    with ServerThread(create_app(settings)) as running:
+        yield running.url
+
+
+def test_every_endpoint_with_lists_numpy_and_scipy(server):
+    with lz.Client(server, key="w") as client:
+        info = client.create("c", kind="dos", n_features=3, params={"rank": 2}, classes=["a", "b"])
+        assert info["name"] == "c" and info["version"] == 0
+        assert [m["name"] for m in client.models()] == ["c"]
+        rows = [[0.5, 1.0, -2.0], [1.0, 0.0, 0.0]]
+        for X in (rows, np.array(rows), sp.csr_matrix(np.array(rows)), [{"x": r} for r in rows]):
+            answer = client.predict("c", X)
+            assert len(answer["predictions"]) == 2 and answer["version"] == 0
+        one = client.predict("c", np.array([0.0, 1.0, 0.0]))
+        assert len(one["predictions"]) == 1
+        learned = client.feedback("c", rows, ["b", "a"])
+        assert learned["learned"] == 2 and len(learned["results"]) == 2
+        ids = [p["prediction_id"] for p in client.predict("c", rows)["predictions"]]
+        assert client.feedback("c", labels=["a", "b"], prediction_ids=ids)["version"] == 2
+        with pytest.raises(lz.UnknownLabel) as error:
+            client.feedback("c", rows[:1], ["zebra"])
+        assert error.value.status == 422 and error.value.details == {"field": "examples.0.label"}
+        assert error.value.request_id
+        snapshot = client.snapshot("c")
+        assert snapshot["version"] == 2 and client.snapshots("c")[-1]["version"] == 2
+        assert client.restore("c", 0)["version"] == 3
+        assert client.health() == {"status": "ok"}
+        client.delete("c")
+        with pytest.raises(lz.ModelNotFound) as missing:
+            client.model("c")
+        assert missing.value.code == "model_not_found" and missing.value.status == 404
+
+
+def test_keys_are_sent_as_bearer_tokens(server):
+    with lz.Client(server) as anonymous, pytest.raises(lz.Unauthorized):
+        anonymous.create("k", kind="linear-pa", n_features=2)
+    with lz.Client(server, key="wrong") as client, pytest.raises(lz.Forbidden):
+        client.create("k", kind="linear-pa", n_features=2)
+
+
+def test_bulk_upload_of_a9a_as_svmlight_matches_one_request(server):
+    X, y = load_svmlight(data_dir() / "a9a" / "a9a", n_features=123)
+    X, y = X[:6000], y[:6000]
+    with lz.Client(server, key="w") as client:
+        for name in ("parts", "whole"):
+            client.create(name, kind="linear-pa", n_features=123)
+        seen = []
+        summary = client.upload(
+            "parts", X, y, max_bytes=100_000, progress=lambda d, t: seen.append(d)
+        )
+        assert summary["requests"] > 3 and summary["learned"] == 6000
+        assert seen[-1] == 6000 and seen == sorted(seen)
+        client.upload("whole", X, y)
+        parts, whole = client.model("parts"), client.model("whole")
+        # the same examples in the same order: the same model (the summed loss may differ
+        # in its last digit: it is added up per request)
+        assert parts["metrics"]["accuracy"] == whole["metrics"]["accuracy"]
+        assert parts["metrics"]["loss"] == pytest.approx(whole["metrics"]["loss"], rel=1e-12)
+        scores = [client.predict(name, X[:50])["predictions"] for name in ("parts", "whole")]
+        assert [p["score"] for p in scores[0]] == [p["score"] for p in scores[1]]
+        assert parts["examples_learned"] == 6000
+
+
+def test_ndjson_upload_with_string_labels_from_an_async_client(server):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 4))
+    y = np.where(X[:, 0] > 0, "yes", "no")
+
+    async def run():
+        async with lz.AsyncClient(server, key="w") as client:
+            await client.create("s", kind="linear-pa", n_features=4, classes=["no", "yes"])
+            summary = await client.upload("s", X, y, max_bytes=20_000)
+            info = await client.model("s")
+            predicted = await client.predict("s", X[:3])
+            return summary, info, predicted
+
+    summary, info, predicted = asyncio.run(run())
+    assert summary["requests"] > 1 and summary["learned"] == 500
+    assert info["examples_learned"] == 500 and info["metrics"]["accuracy"] > 0.8
+    assert {p["label"] for p in predicted["predictions"]} <= {"no", "yes"}
+
+
+def test_a_503_while_the_service_starts_is_retried(tmp_path, monkeypatch):
+    settings = Settings(snapshot_dir=tmp_path / "snapshots", snapshot_interval=3600)
+    with ServerThread(create_app(settings)) as running, lz.Client(running.url) as client:
+        client.create("m", kind="linear-pa", n_features=2)
+    restored = threading.Event()
+    original = main.SnapshotWorker.restore_all
+    monkeypatch.setattr(
+        main.SnapshotWorker, "restore_all", lambda w: (restored.wait(60), original(w))
+    )
+    settings = Settings(
+        snapshot_dir=tmp_path / "snapshots", snapshot_interval=3600, startup_wait=0.05
+    )
+    with ServerThread(create_app(settings)) as running:
+        threading.Timer(0.5, restored.set).start()
+        with lz.Client(running.url, backoff=0.1) as client:
+            assert client.feedback("m", [[1.0, 2.0]], [1])["learned"] == 1
+            assert client.model("m")["examples_learned"] == 1
+        with lz.Client(running.url, retries=0) as client:
+            assert client.model("m")["version"] == 1
+    restored.set()
+
+
+def test_a_part_whose_answer_a_sigkill_lost_is_learned_once(tmp_path):
+    """The server is stopped between the append of an upload's part and its answer, then
+    SIGKILLed and started again on the same port: the client's retry of that part (same
+    idempotency key) gets the answer, and the model learned the part once."""
+    port = free_port()
+    service = ServiceProcess(
+        {
+            "LORENTZTRON_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
+            "LORENTZTRON_SNAPSHOT_INTERVAL": "3600",
+            "LORENTZTRON_LOG_LEVEL": "warning",
+        },
+        tmp_path / "service.log",
+    )
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40_000, 20))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    folder = tmp_path / "snapshots" / ".log" / "m"
+    try:
+        service.start(port=port)
+        with lz.Client(service.url) as client:
+            client.create("m", kind="dos", n_features=20, params={"rank": 16, "seed": 3})
+        outcome = {}
+        uploader = lz.Client(service.url, timeout=120, backoff=0.5, retries=20)
+        thread = threading.Thread(target=lambda: outcome.update(s=uploader.upload("m", X, y)))
+        thread.start()
+        deadline = time.monotonic() + 120
+        while whole_frames(folder) == 0:
+            assert time.monotonic() < deadline and thread.is_alive(), outcome
+            time.sleep(0.001)
+        os.kill(service.process.pid, signal.SIGSTOP)
+        service.kill()  # the part is in the log, its answer never sent
+        service.start(port=port)
+        thread.join(timeout=300)
+        uploader.close()
+        assert outcome["s"]["learned"] == 40_000, outcome
+        info = httpx.get(f"{service.url}/v1/models/m").json()
+        assert info["examples_learned"] == 40_000
+    finally:
+        service.kill()
