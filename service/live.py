@@ -97,6 +97,9 @@ class LiveModel:
         self.log_position: Position = None
         #: log records learned since the last snapshot
         self.records_since_snapshot = 0
+        #: a learner's lease on the model (``service.leases``), checked by every write of
+        #: its snapshots and log position; None outside the sharded learner role
+        self.fence: str | None = None
 
     # -- reading -------------------------------------------------------------------------
     @property

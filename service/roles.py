@@ -1,11 +1,17 @@
-"""Run modes beyond ``all``: one learner (the single writer) and many api replicas.
+"""Run modes beyond ``all``: learners (any number, sharing the models) and api replicas.
 
-- **learner** (``LORENTZTRON_ROLE=learner``): restores every model (snapshot + log replay),
-  then consumes the models' log streams with a Redis consumer group (``learner``), learning
-  each record in stream order and acknowledging it (``XACK``). Every ``publish_interval``
-  seconds each changed model is written as a snapshot (with its log position) and announced
-  on ``{prefix}:published``. Feedback posted to the learner itself is appended to the log
-  like anywhere else and learned by the same consumer, so there is one learning path.
+- **learner** (``LORENTZTRON_ROLE=learner``): learns the models whose lease it holds
+  (``service.leases``). Free models are placed on the least-loaded live learner; a learner
+  that dies or stalls loses its leases after ``lease_ttl`` seconds and another takes its
+  models over (restored from snapshot + log, ``Models.own``); a learner that joins gets
+  models handed over by the most loaded ones (a final snapshot, then the lease is released).
+  For each model it owns, a learner reads the model's log stream after the model's
+  position, learns each record in stream order, and every ``publish_interval`` seconds
+  writes changed models as snapshots (with their log position) and announces them on
+  ``{prefix}:published``. Every write of a snapshot or of the log's trim position is
+  checked against the lease in the script that makes it: a learner that lost a model
+  cannot write it. Feedback posted to a learner is appended to the log like anywhere else;
+  a learner serves predictions of the models it owns only.
 - **api** (``LORENTZTRON_ROLE=api``): serves predictions from the latest published version
   and appends feedback to the log (acknowledged once durable in Redis; ``logged`` in the
   response). A subscriber thread loads a model's new version as soon as it is announced; a
@@ -15,16 +21,15 @@
   version, the delay from the append of the oldest record it newly includes to the moment the
   replica serves it (the worst case over those records).
 
-Both roles need Redis (``LORENTZTRON_REDIS_URL``): the log, the snapshots and the channel
-live there. The scaling model: the learner's throughput bounds feedback (one writer per
-model, by design: the updates are sequential); predictions scale with replicas, each loading
-every published version whole, so publication costs one snapshot per interval per replica.
+Both roles need Redis (``LORENTZTRON_REDIS_URL``, one server or a Redis Cluster): the log,
+the snapshots, the leases and the channel live there. The scaling model: a model's
+feedback is bounded by its one learner (its updates are sequential), models spread over
+learners; predictions scale with replicas, each loading every published version whole.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 
@@ -32,12 +37,10 @@ import redis
 
 from service.exceptions import NotFound
 from service.feedback_log import position_time
-from service.live import LiveModel
+from service.leases import LeaseLost, Leases, learner_id, place, surplus
 from service.store import IncarnationGone, decode
 
 log = logging.getLogger("lorentztron.roles")
-
-GROUP = "learner"
 
 
 class _Loop:
@@ -68,90 +71,229 @@ class _Loop:
         raise NotImplementedError
 
 
-class Learner(_Loop):
-    """Consumes the log streams of every model and publishes changed models."""
+class _LeaseKeeper(_Loop):
+    """Renews a learner's leases every third of their lifetime, in a thread of its own (a
+    long replay or snapshot does not delay it); reports the ones it lost."""
 
-    def __init__(self, worker, settings, block_ms: int = 100):
+    def __init__(self, learner: Learner):
+        super().__init__("lease-keeper")
+        self.learner = learner
+        self.period = learner.settings.lease_ttl / 3
+
+    def step(self) -> None:
+        learner = self.learner
+        learner.leases.heartbeat()
+        for name, value in learner.held_leases().items():
+            if learner.leases.renew(name, value):
+                learner.metrics.lease_renewals.inc()
+            else:
+                learner.lost(name, value)
+        self._stop.wait(self.period)
+
+
+class Learner(_Loop):
+    """One learner among any number: owns models through leases, learns their logs,
+    publishes their versions (module docstring)."""
+
+    #: records read from one model's stream at a time
+    chunk = 1000
+    #: seconds to wait when no stream had anything new
+    idle = 0.02
+
+    def __init__(self, worker, settings):
         super().__init__("learner")
         self.worker = worker
         self.models = worker.models
+        self.metrics = worker.metrics
         self.settings = settings
+        self.store = worker.store
         self.client: redis.Redis = worker.store.client
         self.journal = worker.models.feedback_log
-        self.consumer = f"{socket.gethostname()}-{id(self):x}"
-        self.block_ms = block_ms
-        self._grouped: dict[str, object] = {}  # model name -> the LiveModel the group was set for
-        self._next_publish = 0.0
-        self._next_discovery = 0.0
+        self.id = learner_id()
+        self.leases = Leases(self.client, self.store.keys, self.id, settings.lease_ttl)
         self.period = settings.publish_interval
+        self._lock = threading.Lock()
+        self._held: dict[str, str] = {}  # model name -> lease value
+        self._lost: dict[str, str] = {}
+        self._free_since: dict[str, float] = {}
+        self._next_publish = 0.0
+        self._next_placement = 0.0
+        self._keeper = _LeaseKeeper(self)
 
-    def _streams(self) -> dict[str, LiveModel]:
-        """Model by stream key, with each stream's group placed at the model's position."""
-        streams = {}
-        for live in self.models.serving():
-            key = self.journal.key(live.name)
-            if self._grouped.get(live.name) is not live:
-                start = live.log_position or "0-0"
-                try:
-                    self.client.xgroup_create(key, GROUP, id=start, mkstream=True)
-                except redis.ResponseError as error:
-                    if "BUSYGROUP" not in str(error):
-                        raise
-                    self.client.xgroup_setid(key, GROUP, id=start)
-                self._grouped[live.name] = live
-            streams[key] = live
-        return streams
+    # -- leases ----------------------------------------------------------------------------
+    def held_leases(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._held)
+
+    def lost(self, name: str, value: str) -> None:
+        """A lease could not be renewed (the keeper) or a write was fenced: let it go."""
+        with self._lock:
+            if self._held.get(name) == value:
+                self._lost[name] = value
+
+    def start(self) -> None:
+        self.leases.heartbeat()
+        self._keeper.start()
+        super().start()
+
+    def stop(self) -> None:
+        """Stop learning, then hand every model over: a last snapshot, the lease released
+        (another learner takes it at once, without waiting for it to expire)."""
+        super().stop()
+        for name in list(self.held_leases()):
+            try:
+                self.hand_over(name)
+            except Exception as error:
+                log.warning("could not hand %s over: %s", name, error)
+        self._keeper.stop()
+        try:
+            self.leases.leave()
+        except Exception as error:
+            log.warning("could not leave the learners: %s", error)
 
     def step(self) -> None:
+        with self._lock:
+            lost, self._lost = self._lost, {}
+        for name in lost:
+            self.let_go(name, lost=True)
         now = time.monotonic()
-        if now >= self._next_discovery:
-            self.models.discover()
-            self._next_discovery = now + self.settings.poll_interval
-        streams = self._streams()
-        if streams:
-            try:
-                replies = self.client.xreadgroup(
-                    GROUP,
-                    self.consumer,
-                    {key: ">" for key in streams},
-                    count=1000,
-                    block=self.block_ms,
-                )
-            except redis.ResponseError as error:
-                if "NOGROUP" not in str(error) and "no longer exists" not in str(error):
-                    raise
-                self._grouped.clear()  # a stream was deleted (model deleted or recreated)
-                replies = []
-            for key, entries in replies or []:
-                live = streams[key.decode()]
-                records = [(i.decode(), fields[b"r"]) for i, fields in entries]
-                # records at or before the model's position are already in it (replayed)
-                fresh = [r for r in records if _after(r[0], live.log_position)]
-                if fresh:
-                    try:
-                        with self.models.use(live.name):
-                            count = live.replay(fresh)
-                    except NotFound:  # deleted meanwhile: its records go with it
-                        count = 0
-                    self.worker.metrics.replayed.labels(live.name).inc(count)
-                self.client.xack(key, GROUP, *[i for i, _ in records])
-        else:
-            self._stop.wait(self.block_ms / 1000)
+        if now >= self._next_placement:
+            self.place()
+            self._next_placement = now + min(
+                self.settings.poll_interval, self.settings.lease_ttl / 4
+            )
+        if not self.consume():
+            self._stop.wait(self.idle)
         if time.monotonic() >= self._next_publish:
             self.publish()
             self._next_publish = time.monotonic() + self.period
 
-    def publish(self) -> None:
+    def place(self) -> None:
+        """Take the free models placed here (or free for longer than a lease: whoever they
+        were placed on did not come), hand one over if this learner holds too many, and
+        drop the models deleted elsewhere or created here without a lease."""
+        names = self.store.models()
+        held = self.held_leases()
+        for name in held:
+            if name not in names:  # deleted elsewhere (its lease went with it)
+                self.let_go(name)
         for live in self.models.serving():
+            if live.name not in held:
+                self.models.disown(live.name)
+        owners = self.leases.owners(names)
+        learners = self.leases.live()
+        free = [name for name in names if owners[name] is None]
+        placed = place(free, owners, learners)
+        now = time.monotonic()
+        for name in list(self._free_since):
+            if name not in free:
+                del self._free_since[name]
+        for name in free:
+            since = self._free_since.setdefault(name, now)
+            if placed[name] == self.id or now - since > self.settings.lease_ttl:
+                self.take(name)
+        for name in sorted(self.held_leases())[: surplus(self.id, owners, learners)][:1]:
+            self.hand_over(name)
+
+    def take(self, name: str) -> None:
+        """Acquire a free model's lease and restore the model here (snapshot + log)."""
+        acquired = self.leases.acquire(name)
+        if acquired is None:
+            return
+        started = time.monotonic()
+        with self._lock:  # renewed by the keeper while it is restored
+            self._held[name] = acquired.value
+        live = self.models.own(name, acquired.value)
+        if live is None:  # deleted meanwhile, or unreadable (logged)
+            with self._lock:
+                self._held.pop(name, None)
+            self.leases.release(name, acquired.value)
+            return
+        self.metrics.lease_acquisitions.inc()
+        self.metrics.model_owner.labels(name, self.id).set(1)
+        if acquired.orphaned_for is not None:
+            seconds = acquired.orphaned_for + time.monotonic() - started
+            self.metrics.takeover.observe(seconds)
+            log.info("took %s over (%.2f s without an owner)", name, seconds)
+
+    def hand_over(self, name: str) -> None:
+        """Give a model to another learner: a last snapshot, then the lease released."""
+        value = self.held_leases().get(name)
+        if value is None:
+            return
+        try:
+            live = self.models.get(name)
+            with self.models.use(name):
+                meta = self.models.writer.snapshot(live)
+            if meta is not None:
+                self.store.publish(name, meta.version)
+        except (NotFound, IncarnationGone):
+            pass
+        except LeaseLost:
+            self.let_go(name, lost=True)
+            return
+        self.leases.release(name, value)
+        self.metrics.lease_handovers.inc()
+        self.let_go(name)
+
+    def let_go(self, name: str, lost: bool = False) -> None:
+        """The model leaves this learner (lease lost, handed over, or model deleted)."""
+        with self._lock:
+            self._held.pop(name, None)
+            self._lost.pop(name, None)
+        self.models.disown(name)
+        self.metrics.not_owner(name, self.id)
+        if lost:
+            self.metrics.lease_losses.inc()
+            log.warning("lost the lease on %s", name)
+
+    # -- learning and publishing ---------------------------------------------------------------
+    def consume(self) -> bool:
+        """Learn what the owned models' streams hold after their positions; whether any
+        record was learned."""
+        owned = []
+        for name in self.held_leases():
+            try:
+                owned.append(self.models.get(name))
+            except NotFound:
+                continue
+        if not owned:
+            return False
+        pipe = self.client.pipeline(transaction=False)
+        for live in owned:
+            start = "-" if live.log_position is None else f"({live.log_position}"
+            pipe.xrange(self.journal.key(live.name), min=start, count=self.chunk)
+        learned = False
+        for live, entries in zip(owned, pipe.execute(), strict=True):
+            records = [(i.decode(), fields[b"r"]) for i, fields in entries]
+            # a model restored meanwhile may already include them
+            fresh = [r for r in records if _after(r[0], live.log_position)]
+            if not fresh:
+                continue
             try:
                 with self.models.use(live.name):
+                    count = live.replay(fresh)
+            except NotFound:  # deleted or let go meanwhile
+                continue
+            self.metrics.replayed.labels(live.name).inc(count)
+            learned = True
+        return learned
+
+    def publish(self) -> None:
+        for name in self.held_leases():
+            try:
+                live = self.models.get(name)
+                with self.models.use(name):
                     meta = self.models.writer.snapshot(live)
             except (NotFound, IncarnationGone):  # deleted here or elsewhere meanwhile
-                self._next_discovery = 0.0
+                self._next_placement = 0.0
+                continue
+            except LeaseLost:
+                self.let_go(name, lost=True)
                 continue
             if meta is not None:
-                self.worker.store.publish(live.name, meta.version)
-                self.worker.metrics.published.labels(live.name).inc()
+                self.store.publish(name, meta.version)
+                self.metrics.published.labels(name).inc()
 
 
 class Replica(_Loop):

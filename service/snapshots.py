@@ -1,5 +1,6 @@
 """Writing live models' snapshots: capture, encode, store (for the model's incarnation),
-trim the log up to what the snapshot includes, and account for it in the metrics."""
+trim the log up to what the snapshot includes, and account for it in the metrics. A
+learner's writes carry the model's lease (``LiveModel.fence``): refused once it is lost."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import time
 
 from service.capture import Capture
+from service.leases import LeaseLost
 from service.live import LiveModel
 from service.schemas import spec_to_json
 from service.store import SnapshotMeta, encode
@@ -17,10 +19,12 @@ log = logging.getLogger("lorentztron.worker")
 class SnapshotWriter:
     """Writes snapshots of live models to ``store`` (``service.store``)."""
 
-    def __init__(self, store, metrics, retention: int):
+    def __init__(self, store, metrics, retention: int, trim_log: bool = True):
         self.store = store
         self.metrics = metrics
         self.retention = retention
+        #: drop the log records a snapshot covers (False: the log keeps the whole history)
+        self.trim_log = trim_log
 
     def encode(self, live: LiveModel, capture: Capture) -> memoryview:
         return encode(
@@ -39,13 +43,23 @@ class SnapshotWriter:
         its incarnation the current one; other writes are refused once it is not."""
         started = time.perf_counter() if started is None else started
         blob = self.encode(live, capture) if blob is None else blob
-        self.store.save(
-            live.name, capture.version, blob, self.retention, live.incarnation, create=create
-        )
+        try:
+            self.store.save(
+                live.name,
+                capture.version,
+                blob,
+                self.retention,
+                live.incarnation,
+                create=create,
+                fence=live.fence,
+            )
+        except LeaseLost:
+            self.metrics.fenced_writes.inc()
+            raise
         live.records_since_snapshot -= capture.records
-        if live.journal is not None and capture.log_position is not None:
+        if self.trim_log and live.journal is not None and capture.log_position is not None:
             try:
-                live.journal.trim(capture.log_position)
+                live.journal.trim(capture.log_position, live.fence)
             except Exception as error:  # the log only grows; the next snapshot retries
                 log.warning("could not trim the log of %s: %s", live.name, error)
         live.last_snapshot_version = capture.version

@@ -73,9 +73,9 @@ def test_redis_store(redis_server):
     store.save("m", 5, encode("m", 5, {}, trained_state()), retention=2)
     keys = sorted(k.decode() for k in store.client.keys("*"))
     assert keys == [
-        "test:model:m:latest",
-        "test:model:m:snapshot:5",
-        "test:model:m:versions",
+        "test:model:{m}:latest",
+        "test:model:{m}:snapshot:5",
+        "test:model:{m}:versions",
         "test:models",
     ]
     store.close()
