@@ -21,7 +21,7 @@ class RedisClusterNodes:
         self.directory = directory
         self.masters = masters
         self.replicas = replicas
-        self.ports = [free_port() for _ in range(masters * (1 + replicas))]
+        self.ports = [_data_port() for _ in range(masters * (1 + replicas))]
         self.processes: dict[int, subprocess.Popen] = {}
 
     @property
@@ -47,6 +47,8 @@ class RedisClusterNodes:
                     str(folder),
                     "--cluster-enabled",
                     "yes",
+                    "--cluster-port",
+                    str(free_port()),
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
@@ -105,12 +107,30 @@ class RedisClusterNodes:
             time.sleep(0.1)
 
     def master_of(self, key: str) -> int:
-        """The port of the master serving ``key``'s slot."""
-        client = redis.RedisCluster(host="127.0.0.1", port=self.live_ports()[0])
+        """The port of the master serving ``key``'s slot, as a live node sees it."""
+        client = redis.Redis(port=self.live_ports()[0], socket_timeout=1)
         try:
-            return client.get_node_from_key(key).port
+            slot = client.cluster("keyslot", key)
+            for start, end, master, *_ in client.cluster("slots"):
+                if start <= slot <= end:
+                    return int(master[1])
+            raise AssertionError(f"no master serves slot {slot}")
         finally:
             client.close()
+
+    def wait_promoted(self, key: str, timeout: float = 30.0) -> int:
+        """Until a live node serves ``key``'s slot and the cluster is ok; its port."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                port = self.master_of(key)
+                if port in self.live_ports():
+                    self.wait_ok(timeout)
+                    return port
+            except redis.RedisError:
+                pass
+            assert time.monotonic() < deadline, "no replica was promoted"
+            time.sleep(0.1)
 
     def kill(self, port: int) -> None:
         """SIGKILL one node: it keeps only what its append-only file has on disk."""
@@ -128,6 +148,14 @@ class RedisClusterNodes:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _data_port() -> int:
+    """A free port Redis accepts in a cluster (at most 55535, whatever the bus port)."""
+    while True:
+        port = free_port()
+        if port <= 55535:
+            return port
 
 
 def _wait_ping(port: int, timeout: float) -> None:
