@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     log_snapshot_records: int = Field(10_000, gt=0)
     #: Learner: seconds between publications of changed models to the api replicas.
     publish_interval: float = Field(0.25, gt=0)
+    #: Learner: publications between two full snapshots, the others being deltas (the
+    #: rows changed since the previous publication, ``service.deltas``); 1: no deltas.
+    full_snapshot_every: int = Field(40, ge=1)
     #: Api replicas: seconds between polls of the latest versions (fallback to pub/sub).
     poll_interval: float = Field(2.0, gt=0)
     #: Learners: seconds a model's lease lasts unless renewed (renewed every third of it);

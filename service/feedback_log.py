@@ -61,6 +61,7 @@ import numpy as np
 from core.features import CSRBatch
 from service.keys import RedisKeys
 from service.leases import LeaseLost
+from service.redis_client import refresh_topology
 
 log = logging.getLogger("lorentztron.log")
 
@@ -466,7 +467,7 @@ class RedisLog:
         except ModelGone:
             raise
         except Exception as error:  # connection, timeout, out of memory, read-only replica
-            self._refresh()
+            refresh_topology(self.client)
             # some or all of them may have landed (a lost reply, a partial pipeline)
             raise LogUnavailable(
                 f"the feedback log could not be written: {error}", maybe_written=True
@@ -496,15 +497,6 @@ class RedisLog:
         if get_node is None:
             return self.client
         return self.client.get_redis_connection(get_node(key))
-
-    def _refresh(self) -> None:
-        """After an error on a cluster, learn its topology again (a failover moves slots)."""
-        manager = getattr(self.client, "nodes_manager", None)
-        if manager is not None:
-            try:
-                manager.initialize()
-            except Exception:  # the cluster is still failing over: the next error retries
-                pass
 
     def read_after(
         self, model: str, position: str | None, chunk: int = 1000

@@ -7,6 +7,9 @@
     {prefix}:model:{<name>}:snapshot:{v}      the blob of version v
     {prefix}:model:{<name>}:versions          sorted set: member v, score v
     {prefix}:model:{<name>}:latest            the latest version, as a decimal string
+    {prefix}:model:{<name>}:delta:{v}         the delta of published version v (service.deltas)
+    {prefix}:model:{<name>}:deltas            sorted set: member v, score v
+    {prefix}:model:{<name>}:head              the latest published version (snapshot or delta)
     {prefix}:model:{<name>}:upload:{id}       a blob being written (expires; renamed on commit)
     {prefix}:model:{<name>}:incarnation       the id of the model's current incarnation
     {prefix}:model:{<name>}:deleted           set: ids of its deleted incarnations
@@ -60,6 +63,15 @@ class RedisKeys:
 
     def snapshot(self, name: str, version: int) -> str:
         return self.model(name, "snapshot", version)
+
+    def delta(self, name: str, version: int) -> str:
+        return self.model(name, "delta", version)
+
+    def deltas(self, name: str) -> str:
+        return self.model(name, "deltas")
+
+    def head(self, name: str) -> str:
+        return self.model(name, "head")
 
     def upload(self, name: str, upload_id: str) -> str:
         return self.model(name, "upload", upload_id)

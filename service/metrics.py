@@ -224,6 +224,21 @@ class Metrics:
             "Snapshot writes refused because this learner no longer held the model's lease.",
             registry=registry,
         )
+        self.publication_size = Histogram(
+            p + "publication_bytes",
+            "Size of the deltas a learner publishes (kind: delta, or the delta written with "
+            "a full snapshot).",
+            ["kind"],
+            buckets=(1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9),
+            registry=registry,
+        )
+        self.version_loads = Counter(
+            p + "version_loads_total",
+            "Published versions an api replica loaded, by how: delta, full, or full after a "
+            "delta it could not apply (missed, or its checksum did not match).",
+            ["kind"],
+            registry=registry,
+        )
         self.takeover = Histogram(
             p + "takeover_seconds",
             "From the deadline of a lost lease (its learner died or stalled) to the model "

@@ -46,7 +46,14 @@ class Models:
         self.cache = cache
         self.metrics = metrics
         self.registry = Registry()
-        self.writer = SnapshotWriter(store, metrics, settings.snapshot_retention, settings.log_trim)
+        deltas = settings.role == "learner" and settings.full_snapshot_every > 1
+        self.writer = SnapshotWriter(
+            store,
+            metrics,
+            settings.snapshot_retention,
+            settings.log_trim,
+            settings.full_snapshot_every if deltas else None,
+        )
         self.limits = Limits(
             settings.max_model_floats, settings.max_submodels, settings.averaging_interval
         )

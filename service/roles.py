@@ -35,10 +35,12 @@ import time
 
 import redis
 
+from service import deltas
 from service.exceptions import NotFound
 from service.feedback_log import position_time
 from service.leases import LeaseLost, Leases, learner_id, place, surplus
-from service.store import IncarnationGone, decode
+from service.redis_client import refresh_topology
+from service.store import IncarnationGone, SnapshotError, decode
 
 log = logging.getLogger("lorentztron.roles")
 
@@ -65,6 +67,8 @@ class _Loop:
                 self.step()
             except Exception as error:
                 log.warning("%s: %s: %s", self._thread.name, type(error).__name__, error)
+                if isinstance(error, redis.RedisError):
+                    refresh_topology(self.client)
                 self._stop.wait(min(self.period, 1.0))
 
     def step(self) -> None:
@@ -78,6 +82,7 @@ class _LeaseKeeper(_Loop):
     def __init__(self, learner: Learner):
         super().__init__("lease-keeper")
         self.learner = learner
+        self.client = learner.client
         self.period = learner.settings.lease_ttl / 3
 
     def step(self) -> None:
@@ -284,7 +289,7 @@ class Learner(_Loop):
             try:
                 live = self.models.get(name)
                 with self.models.use(name):
-                    meta = self.models.writer.snapshot(live)
+                    meta = self.models.writer.publish(live)
             except (NotFound, IncarnationGone):  # deleted here or elsewhere meanwhile
                 self._next_placement = 0.0
                 continue
@@ -302,6 +307,7 @@ class Replica(_Loop):
     def __init__(self, worker, settings):
         super().__init__("replica")
         self.worker = worker
+        self.client = worker.store.client
         self.settings = settings
         self.period = settings.poll_interval
         self._pubsub = None
@@ -319,7 +325,7 @@ class Replica(_Loop):
             raise
         if message is not None and message["type"] == "message":
             name, version = message["data"].decode().rsplit(" ", 1)
-            self.load(name, int(version))
+            self.catch_up(name, int(version))
         if time.monotonic() >= self._next_poll:
             self.poll()
             self._next_poll = time.monotonic() + self.period
@@ -327,28 +333,84 @@ class Replica(_Loop):
     def poll(self) -> None:
         self.worker.models.discover()
         for live in self.worker.models.serving():
-            latest = self.worker.store.latest(live.name)
-            if latest is not None and latest > live.version:
-                self.load(live.name, latest)
+            self.catch_up(live.name)
 
-    def load(self, name: str, version: int) -> None:
+    def catch_up(self, name: str, announced: int | None = None) -> None:
+        """Serve the model's latest published version: by the deltas after the version
+        served, else (a missed or refused delta, no chain yet) from the latest full
+        snapshot and the deltas after it (``service.deltas``)."""
         try:
             live = self.worker.models.get(name)
         except NotFound:
             self.worker.models.discover()
             return
-        if version <= live.version:
+        if announced is not None and announced <= live.version:
             return
-        header, state = decode(self.worker.store.load(name, version))
-        previous = live.log_position
-        first_new = self._first_after(name, previous, header.get("log_position"))
-        live.load_version(state, header["version"], header.get("log_position"))
+        store = self.worker.store
+        head = store.head(name)
+        if head is None or head <= live.version:
+            return
+        if isinstance(live.publication, deltas.RowDigest):
+            self._apply_deltas(live)
+            if live.version >= head:
+                return
+            self.worker.metrics.version_loads.labels("missed").inc()
+        header, state = decode(store.load(name))
+        digest = None
+        if "digest" in header:
+            axes = deltas.local_axes(live.estimator, live.n_features)
+            digest = deltas.RowDigest(axes)
+            if digest.reset(state["arrays"]) != int(header["digest"]):
+                raise SnapshotError(f"snapshot {header['version']} of {name}: digest mismatch")
+        if header["version"] < live.version:
+            # the deltas from that snapshot on would take the model back first: wait for
+            # the next full snapshot (at most full_snapshot_every publications away)
+            live.publication = None
+            return
+        if header["version"] > live.version:
+            position = header.get("log_position")
+            first_new = self._first_after(name, live.log_position, position)
+            live.load_version(state, header["version"], position)
+            self._served(live, first_new, "full")
+        live.publication = digest  # (the same version: the state served is this one)
+        if digest is not None:
+            self._apply_deltas(live)
+
+    def _apply_deltas(self, live) -> None:
+        """Apply the kept deltas after the served version, in order, while they chain on."""
+        store, digest = self.worker.store, live.publication
+        for version in store.deltas_after(live.name, live.version):
+            try:
+                header, state = decode(store.load_delta(live.name, version))
+            except SnapshotError:  # pruned meanwhile
+                return
+            delta = header["delta"]
+            if delta["base"] != live.version:
+                return
+            arrays = state["arrays"]
+            total, updates = digest.preview(arrays)
+            if total != int(delta["digest"]):
+                log.warning("delta %d of %s: digest mismatch", version, live.name)
+                return
+            position = header.get("log_position")
+            first_new = self._first_after(live.name, live.log_position, position)
+            live.load_delta(
+                lambda estimator, arrays=arrays: deltas.apply(estimator, digest.axes, arrays),
+                {**state, "arrays": {}},
+                header["version"],
+                position,
+            )
+            digest.commit(total, updates)
+            self._served(live, first_new, "delta")
+
+    def _served(self, live, first_new, kind: str) -> None:
         metrics = self.worker.metrics
-        metrics.published.labels(name).inc()
-        metrics.model_version.labels(name).set(live.version)
+        metrics.published.labels(live.name).inc()
+        metrics.version_loads.labels(kind).inc()
+        metrics.model_version.labels(live.name).set(live.version)
         appended = position_time(first_new) if first_new is not None else None
         if appended is not None:
-            metrics.freshness.labels(name).observe(max(0.0, time.time() - appended))
+            metrics.freshness.labels(live.name).observe(max(0.0, time.time() - appended))
 
     def _first_after(self, name: str, previous, position):
         """The id of the oldest log record after ``previous`` up to ``position``."""

@@ -1,12 +1,19 @@
 """Writing live models' snapshots: capture, encode, store (for the model's incarnation),
 trim the log up to what the snapshot includes, and account for it in the metrics. A
-learner's writes carry the model's lease (``LiveModel.fence``): refused once it is lost."""
+learner's writes carry the model's lease (``LiveModel.fence``): refused once it is lost.
+
+A learner publishes with ``publish``: with delta publication (``service.deltas``) most
+publications are deltas over the previous one, and a full snapshot comes every
+``full_every`` publications and whenever the chain starts; every full snapshot of a
+chained model also writes its version's delta, so the chain goes on through it.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 
+from service import deltas
 from service.capture import Capture
 from service.leases import LeaseLost
 from service.live import LiveModel
@@ -17,22 +24,32 @@ log = logging.getLogger("lorentztron.worker")
 
 
 class SnapshotWriter:
-    """Writes snapshots of live models to ``store`` (``service.store``)."""
+    """Writes snapshots of live models to ``store`` (``service.store``); ``full_every``:
+    publications between two full snapshots (None: no deltas, every one is full)."""
 
-    def __init__(self, store, metrics, retention: int, trim_log: bool = True):
+    def __init__(
+        self,
+        store,
+        metrics,
+        retention: int,
+        trim_log: bool = True,
+        full_every: int | None = None,
+    ):
         self.store = store
         self.metrics = metrics
         self.retention = retention
         #: drop the log records a snapshot covers (False: the log keeps the whole history)
         self.trim_log = trim_log
+        self.full_every = full_every
 
-    def encode(self, live: LiveModel, capture: Capture) -> memoryview:
+    def encode(self, live: LiveModel, capture: Capture, extra: dict | None = None) -> memoryview:
         return encode(
             live.name,
             capture.version,
             spec_to_json(live.spec),
             capture.state,
             log_position=capture.log_position,
+            extra=extra,
         )
 
     def write(
@@ -75,9 +92,107 @@ class SnapshotWriter:
         if not force and live.version == live.last_snapshot_version:
             return None  # unchanged: no copy of the state at all
         with live.snapshot_lock:  # the capture's buffers are reused by the next capture
+            if isinstance(live.publication, deltas.Chain):
+                return self._publish(live, full=True)
             capture = live.snapshot_state()
             if not force and capture.version == live.last_snapshot_version:
                 return None
             started = time.perf_counter()
             blob = self.encode(live, capture)
         return self.write(live, capture, blob, started)
+
+    def publish(self, live: LiveModel) -> SnapshotMeta | None:
+        """A learner's publication of a changed model: a delta, or a full snapshot (every
+        ``full_every`` publications, at the start of a chain, without deltas)."""
+        if self.full_every is None or getattr(self.store, "save_delta", None) is None:
+            return self.snapshot(live)
+        chain = live.publication
+        if isinstance(chain, deltas.Chain) and live.version == chain.base:
+            return None
+        with live.snapshot_lock:
+            return self._publish(live, full=False)
+
+    def _publish(self, live: LiveModel, full: bool) -> SnapshotMeta | None:
+        """Publish under ``snapshot_lock`` (deltas and full snapshots of one model stay in
+        order): start a chain, or continue it with a delta (and a full snapshot)."""
+        started = time.perf_counter()
+        chain = live.publication if isinstance(live.publication, deltas.Chain) else None
+        if chain is None:
+            return self._start(live, started)
+        full = full or chain.since_full + 1 >= self.full_every
+        axes = chain.digest.axes
+
+        def take(model: LiveModel):
+            rows = model.changes.take()
+            if rows is None:  # everything changed (a refit, a restore): start again
+                return None
+            since = deltas.averaging_count(model.estimator)
+            return deltas.gather(model.estimator, axes, rows, chain.averaged), since
+
+        capture, taken = live.publication_state(full, take)
+        if taken is None:
+            live.publication = None
+            return self._start(live, started)
+        if capture.version == chain.base and not full:
+            return None
+        arrays, averaged = taken
+        total, updates = chain.digest.preview(arrays)
+        delta = encode(
+            live.name,
+            capture.version,
+            spec_to_json(live.spec),
+            {**capture.state, "arrays": arrays},
+            log_position=capture.log_position,
+            extra={"delta": {"base": chain.base, "digest": str(total)}},
+        )
+        try:
+            meta = None
+            if full:
+                meta = self.write(live, capture, self.encode(live, capture, {"digest": str(total)}))
+            if capture.version != chain.base:  # (a full snapshot of the version published)
+                self.store.save_delta(
+                    live.name,
+                    capture.version,
+                    delta,
+                    2 * self.full_every,
+                    live.incarnation,
+                    live.fence,
+                )
+        except LeaseLost:
+            live.publication = None
+            self.metrics.fenced_writes.inc()
+            raise
+        except BaseException:
+            live.publication = None  # the replicas' chain is broken: the next one is full
+            raise
+        chain.digest.commit(total, updates)
+        chain.base, chain.averaged = capture.version, averaged
+        chain.since_full = 0 if full else chain.since_full + 1
+        self.metrics.publication_size.labels("full" if full else "delta").observe(len(delta))
+        return meta or SnapshotMeta(live.name, capture.version, time.time(), len(delta))
+
+    def _start(self, live: LiveModel, started: float) -> SnapshotMeta:
+        """A full snapshot that starts a chain (with its digest), or a plain one for a model
+        whose state deltas would not shrink."""
+        axes = deltas.local_axes(live.estimator, live.n_features)
+        if not deltas.worthwhile(live.estimator, axes):
+            capture = live.snapshot_state()
+            return self.write(live, capture, self.encode(live, capture), started)
+
+        def begin(model: LiveModel):
+            if model.changes is None:
+                model.changes = deltas.RowChanges(model.n_features + 1)
+            model.changes.take()  # what was learned so far is in this capture
+            return deltas.averaging_count(model.estimator)
+
+        capture, averaged = live.publication_state(True, begin)
+        digest = deltas.RowDigest(axes)
+        total = digest.reset(capture.state["arrays"])
+        blob = self.encode(live, capture, {"digest": str(total)})
+        try:
+            meta = self.write(live, capture, blob, started)
+        except BaseException:
+            live.changes.mark_all()
+            raise
+        live.publication = deltas.Chain(capture.version, digest, averaged)
+        return meta

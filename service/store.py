@@ -48,6 +48,7 @@ import numpy as np
 
 from service.keys import RedisKeys
 from service.leases import LeaseLost
+from service.redis_client import redis_client
 
 MAGIC = b"LZTSNAP1\n"
 FORMAT_VERSION = 1
@@ -76,9 +77,11 @@ def encode(
     state: dict,
     created_at: float | None = None,
     log_position: int | str | None = None,
+    extra: dict | None = None,
 ) -> memoryview:
     """Serialise an estimator state (``get_state()``) with its model spec and the position of
-    the last feedback-log record it includes (None: none).
+    the last feedback-log record it includes (None: none); ``extra`` adds entries to the
+    header (a delta's base and digest, ``service.deltas``).
 
     The blob is built in one buffer, each array copied into it once, and hashed from it:
     numpy's copies and hashlib's SHA-256 of large buffers release the GIL, so encoding a
@@ -115,6 +118,7 @@ def encode(
         "service_scalars": service["scalars"],
         "arrays": descriptors,
         "payload_sha256": "0" * 64,  # (the same length as the digest written below)
+        **(extra or {}),
     }
     head = json.dumps(header, sort_keys=True).encode()
     start = len(MAGIC) + 8 + len(head)
@@ -317,11 +321,12 @@ def _atomic_write(path: Path, data: bytes | memoryview) -> None:
         os.close(directory)
 
 
-#: KEYS: incarnation, deleted, versions, latest, the uploaded blob, its snapshot key, the
-#: lease, the writes stream, then the snapshot keys of older versions it may prune; ARGV:
-#: incarnation ('' unchecked), create (1/0), version, retention, lease value ('' unfenced).
-#: Checks the lease (``service.leases``) and the incarnation (``service.keys``), then
-#: renames the upload into place, indexes it, moves ``latest`` and prunes old versions.
+#: KEYS: incarnation, deleted, the index (versions or deltas), its pointer (latest or head),
+#: the uploaded blob, its key, the lease, the writes stream, then the keys of older entries
+#: of the index it may prune; ARGV: incarnation ('' unchecked), create (1/0), version,
+#: retention, lease value ('' unfenced). Checks the lease (``service.leases``) and the
+#: incarnation (``service.keys``), then renames the upload into place, indexes it, moves
+#: the pointer to the newest entry and prunes all but the newest ``retention``.
 _SAVE = """
 if ARGV[5] ~= '' and redis.call('GET', KEYS[7]) ~= ARGV[5] then return 'FENCED' end
 local adopt = ARGV[2] == '1'
@@ -345,7 +350,7 @@ redis.call('SET', KEYS[4], newest[1])
 local old = {}
 for _, v in ipairs(redis.call('ZRANGE', KEYS[3], 0, -(keep + 1))) do old[v] = true end
 for i = 9, #KEYS do
-  local v = string.match(KEYS[i], ':snapshot:(%d+)$')
+  local v = string.match(KEYS[i], ':(%d+)$')
   if old[v] then
     redis.call('DEL', KEYS[i])
     redis.call('ZREM', KEYS[3], v)
@@ -357,36 +362,29 @@ end
 return 'OK'
 """
 
-#: KEYS: incarnation, deleted, versions, latest, lease, then every snapshot key of the
-#: versions read before. Deletes the model's snapshots (its incarnation joins the deleted
-#: ones); 'RETRY' if a version was added meanwhile (its key was not declared).
+#: KEYS: incarnation, deleted, versions, latest, lease, deltas, head, owner, writes, then
+#: every snapshot and delta key of the versions read before; ARGV: the snapshot and delta
+#: key prefixes. Deletes the model's snapshots, deltas and lease (its incarnation joins the
+#: deleted ones; the fencing counter stays, so that tokens never go back); 'RETRY' if an
+#: entry was added meanwhile (its key was not declared).
 _DELETE = """
 local declared = {}
-for i = 6, #KEYS do declared[string.match(KEYS[i], ':snapshot:(%d+)$')] = true end
+for i = 10, #KEYS do declared[KEYS[i]] = true end
 for _, v in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  if not declared[v] then return 'RETRY' end
+  if not declared[ARGV[1] .. v] then return 'RETRY' end
+end
+for _, v in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+  if not declared[ARGV[2] .. v] then return 'RETRY' end
 end
 local incarnation = redis.call('GET', KEYS[1])
 if incarnation then redis.call('SADD', KEYS[2], incarnation) end
-for i = 6, #KEYS do redis.call('DEL', KEYS[i]) end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[1], KEYS[5])
+for i = 10, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
 return 'OK'
 """
 
 #: an upload not committed within this many milliseconds is dropped by Redis
 UPLOAD_TTL_MS = 10 * 60 * 1000
-
-
-def redis_client(url: str, cluster: bool = False, timeout: float = 2.0):
-    """A Redis client: one server, or a Redis Cluster found from any of its nodes. Short
-    socket timeouts, so that an outage fails fast and the worker retries."""
-    import redis
-    from redis.cluster import RedisCluster
-
-    options = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    if cluster:
-        return RedisCluster.from_url(url, **options)
-    return redis.Redis.from_url(url, **options)
 
 
 class RedisStore:
@@ -424,20 +422,53 @@ class RedisStore:
         still is. With a ``fence`` (a lease value, ``service.leases``): refused (LeaseLost)
         unless that lease still holds."""
         keys = self.keys
+        self._commit(
+            model,
+            (keys.versions(model), keys.latest(model), lambda v: keys.snapshot(model, v)),
+            version,
+            blob,
+            retention,
+            incarnation,
+            create,
+            fence,
+        )
+        # the set of names is a key of its own (another slot): joined after the commit
+        self.client.sadd(keys.models, model)
+
+    def save_delta(
+        self,
+        model: str,
+        version: int,
+        blob: bytes | memoryview,
+        retention: int,
+        incarnation: str | None = None,
+        fence: str | None = None,
+    ) -> None:
+        """Write the delta of a published version (``service.deltas``), checked like a
+        snapshot; the newest ``retention`` deltas are kept."""
+        keys = self.keys
+        index = (keys.deltas(model), keys.head(model), lambda v: keys.delta(model, v))
+        self._commit(model, index, version, blob, retention, incarnation, False, fence)
+
+    def _commit(self, model, index, version, blob, retention, incarnation, create, fence):
+        """Upload a blob, then commit it into ``index`` = (sorted set, pointer, key of a
+        version) with ``_SAVE``."""
+        keys = self.keys
+        entries, pointer, key_of = index
         upload = keys.upload(model, uuid.uuid4().hex)
         self.client.set(upload, blob, px=UPLOAD_TTL_MS)
-        old = [int(v) for v in self.client.zrange(keys.versions(model), 0, -1)]
+        old = [int(v) for v in self.client.zrange(entries, 0, -1)]
         reply = self._save(
             keys=[
                 keys.incarnation(model),
                 keys.deleted(model),
-                keys.versions(model),
-                keys.latest(model),
+                entries,
+                pointer,
                 upload,
-                keys.snapshot(model, version),
+                key_of(version),
                 keys.lease(model),
                 keys.writes(model),
-                *(keys.snapshot(model, v) for v in old if v != version),
+                *(key_of(v) for v in old if v != version),
             ],
             args=[incarnation or "", int(create), version, retention, fence or ""],
         )
@@ -445,12 +476,10 @@ class RedisStore:
         if reply != "OK":
             self.client.delete(upload)
             if reply == "FENCED":
-                raise LeaseLost(f"the lease on model {model!r} was lost: snapshot refused")
+                raise LeaseLost(f"the lease on model {model!r} was lost: write refused")
             if reply == "GONE":
                 raise IncarnationGone(f"model {model!r} was deleted or replaced meanwhile")
-            raise SnapshotError(f"the upload of snapshot {version} of {model!r} expired")
-        # the set of names is a key of its own (another slot): joined after the commit
-        self.client.sadd(keys.models, model)
+            raise SnapshotError(f"the upload of version {version} of {model!r} expired")
 
     def load(self, model: str, version: int | None = None) -> bytes:
         if version is None:
@@ -464,9 +493,26 @@ class RedisStore:
         return blob
 
     def latest(self, model: str) -> int | None:
-        """The latest version's number (one GET), None without snapshots."""
+        """The latest snapshot's version (one GET), None without snapshots."""
         latest = self.client.get(self.keys.latest(model))
         return None if latest is None else int(latest)
+
+    def head(self, model: str) -> int | None:
+        """The latest published version, snapshot or delta (None: none)."""
+        values = self.client.mget(self.keys.latest(model), self.keys.head(model))
+        found = [int(v) for v in values if v is not None]
+        return max(found) if found else None
+
+    def deltas_after(self, model: str, version: int) -> list[int]:
+        """The versions of the deltas kept after ``version``, oldest first."""
+        members = self.client.zrangebyscore(self.keys.deltas(model), f"({version}", "+inf")
+        return [int(v) for v in members]
+
+    def load_delta(self, model: str, version: int) -> bytes:
+        blob = self.client.get(self.keys.delta(model, version))
+        if blob is None:
+            raise SnapshotError(f"no delta {version} of {model!r}")
+        return blob
 
     def publish(self, model: str, version: int) -> None:
         """Tell api replicas that a version was published (``{prefix}:published``)."""
@@ -502,6 +548,7 @@ class RedisStore:
         keys = self.keys
         for _ in range(100):
             versions = [int(v) for v in self.client.zrange(keys.versions(model), 0, -1)]
+            deltas = [int(v) for v in self.client.zrange(keys.deltas(model), 0, -1)]
             reply = self._delete(
                 keys=[
                     keys.incarnation(model),
@@ -509,8 +556,14 @@ class RedisStore:
                     keys.versions(model),
                     keys.latest(model),
                     keys.lease(model),
+                    keys.deltas(model),
+                    keys.head(model),
+                    keys.owner(model),
+                    keys.writes(model),
                     *(keys.snapshot(model, v) for v in versions),
-                ]
+                    *(keys.delta(model, v) for v in deltas),
+                ],
+                args=[keys.snapshot(model, ""), keys.delta(model, "")],
             )
             if reply in (b"OK", "OK"):
                 self.client.srem(keys.models, model)

@@ -29,6 +29,14 @@ class RedisClusterNodes:
         return f"redis://127.0.0.1:{self.ports[0]}/0"
 
     def start(self, timeout: float = 30.0) -> RedisClusterNodes:
+        """Start the nodes and join them (every node stopped if that fails)."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> RedisClusterNodes:
         binary = shutil.which("redis-server")
         cli = shutil.which("redis-cli")
         if binary is None or cli is None:

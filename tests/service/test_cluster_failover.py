@@ -32,6 +32,7 @@ def test_a_master_killed_under_load(tmp_path):
         "LORENTZTRON_REDIS_PREFIX": PREFIX,
         "LORENTZTRON_LEASE_TTL": "5",
         "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
+        "LORENTZTRON_SNAPSHOT_INTERVAL": "1",
         "LORENTZTRON_POLL_INTERVAL": "0.5",
         "LORENTZTRON_LOG_TRIM": "false",
         "LORENTZTRON_LOG_LEVEL": "warning",
