@@ -54,8 +54,9 @@ class InputSpec(Strict):
         extra="forbid", json_schema_extra=_exactly_one_form(("n_features",), ("hashed",))
     )
 
-    n_features: int | None = Field(None, ge=1, le=1 << 26)
-    hashed: int | None = Field(None, ge=1, le=1 << 26)
+    # strict: a boolean is not a dimension (pydantic's lax mode reads true as 1)
+    n_features: StrictInt | None = Field(None, ge=1, le=1 << 26)
+    hashed: StrictInt | None = Field(None, ge=1, le=1 << 26)
 
     @model_validator(mode="after")
     def _one_of(self):
