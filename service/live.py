@@ -105,6 +105,10 @@ class LiveModel:
         #: publication (None: not tracked), and the learner's chain or the replica's digest
         self.changes: RowChanges | None = None
         self.publication: Any = None
+        #: the first log record learned since the last capture, and the version last
+        #: written (a publication's header names both: the replicas' freshness)
+        self.unpublished_from: Position = None
+        self.published_version: int | None = None
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -210,6 +214,8 @@ class LiveModel:
             self._catch_up()
         positions = self.journal.append(items)
         if self.learns:
+            if self.unpublished_from is None:
+                self.unpublished_from = positions[0]
             self.log_position = positions[-1]
             self.records_since_snapshot += len(positions)
         return positions[-1]
@@ -241,6 +247,8 @@ class LiveModel:
             self._learn(batch, targets)
         except ServiceError as error:  # refused live too (e.g. a float64 overflow)
             log.warning("replay of %s: record %s refused: %s", self.name, position, error)
+        if self.unpublished_from is None:
+            self.unpublished_from = position
         self.log_position = position
         self.records_since_snapshot += 1
 
@@ -397,7 +405,12 @@ class LiveModel:
                 self.window.get_state(), self.family.window_target
             )
         state = capture.with_service(state, service)
-        return Capture(self.version, state, self.log_position, self.records_since_snapshot)
+        # (read lock: the one snapshot writer takes it; ``SnapshotWriter`` gives it back if
+        # the write fails)
+        first_new, self.unpublished_from = self.unpublished_from, None
+        return Capture(
+            self.version, state, self.log_position, self.records_since_snapshot, first_new
+        )
 
     def load_state(self, state: dict) -> None:
         """Load a snapshot's state (writer lock held by the caller, or before serving): the

@@ -368,9 +368,8 @@ class Replica(_Loop):
             live.publication = None
             return
         if header["version"] > live.version:
-            position = header.get("log_position")
-            first_new = self._first_after(name, live.log_position, position)
-            live.load_version(state, header["version"], position)
+            first_new = self._first_new(live, header)
+            live.load_version(state, header["version"], header.get("log_position"))
             self._served(live, first_new, "full")
         live.publication = digest  # (the same version: the state served is this one)
         if digest is not None:
@@ -392,13 +391,12 @@ class Replica(_Loop):
             if total != int(delta["digest"]):
                 log.warning("delta %d of %s: digest mismatch", version, live.name)
                 return
-            position = header.get("log_position")
-            first_new = self._first_after(live.name, live.log_position, position)
+            first_new = self._first_new(live, header)
             live.load_delta(
                 lambda estimator, arrays=arrays: deltas.apply(estimator, digest.axes, arrays),
                 {**state, "arrays": {}},
                 header["version"],
-                position,
+                header.get("log_position"),
             )
             digest.commit(total, updates)
             self._served(live, first_new, "delta")
@@ -412,8 +410,16 @@ class Replica(_Loop):
         if appended is not None:
             metrics.freshness.labels(live.name).observe(max(0.0, time.time() - appended))
 
+    def _first_new(self, live, header: dict):
+        """The oldest log record a published version adds to the one served: named in its
+        header when it was published right after that one, else looked up in the log (an
+        underestimate when a snapshot trimmed the log past it)."""
+        if header.get("previous") == live.version and header.get("first_new") is not None:
+            return header["first_new"]
+        return self._first_after(live.name, live.log_position, header.get("log_position"))
+
     def _first_after(self, name: str, previous, position):
-        """The id of the oldest log record after ``previous`` up to ``position``."""
+        """The id of the oldest log record kept after ``previous`` up to ``position``."""
         if position is None or not _after(position, previous):
             return None
         start = "-" if previous is None else f"({previous}"

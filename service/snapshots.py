@@ -23,6 +23,18 @@ from service.store import SnapshotMeta, encode
 log = logging.getLogger("lorentztron.worker")
 
 
+def published(live: LiveModel, capture: Capture) -> dict:
+    """What a publication's header says for the replicas' freshness: the version published
+    before it and the first log record learned since (``service.roles.Replica``)."""
+    return {"previous": live.published_version, "first_new": capture.first_new}
+
+
+def lost(live: LiveModel, capture: Capture) -> None:
+    """A failed write: its first new record stays unpublished."""
+    if capture.first_new is not None:
+        live.unpublished_from = capture.first_new
+
+
 class SnapshotWriter:
     """Writes snapshots of live models to ``store`` (``service.store``); ``full_every``:
     publications between two full snapshots (None: no deltas, every one is full)."""
@@ -49,7 +61,7 @@ class SnapshotWriter:
             spec_to_json(live.spec),
             capture.state,
             log_position=capture.log_position,
-            extra=extra,
+            extra={**published(live, capture), **(extra or {})},
         )
 
     def write(
@@ -72,7 +84,12 @@ class SnapshotWriter:
             )
         except LeaseLost:
             self.metrics.fenced_writes.inc()
+            lost(live, capture)
             raise
+        except BaseException:
+            lost(live, capture)
+            raise
+        live.published_version = capture.version
         live.records_since_snapshot -= capture.records
         if self.trim_log and live.journal is not None and capture.log_position is not None:
             try:
@@ -132,6 +149,7 @@ class SnapshotWriter:
         capture, taken = live.publication_state(full, take)
         if taken is None:
             live.publication = None
+            lost(live, capture)
             return self._start(live, started)
         if capture.version == chain.base and not full:
             return None
@@ -143,7 +161,7 @@ class SnapshotWriter:
             spec_to_json(live.spec),
             {**capture.state, "arrays": arrays},
             log_position=capture.log_position,
-            extra={"delta": {"base": chain.base, "digest": str(total)}},
+            extra={**published(live, capture), "delta": {"base": chain.base, "digest": str(total)}},
         )
         try:
             meta = None
@@ -161,10 +179,13 @@ class SnapshotWriter:
         except LeaseLost:
             live.publication = None
             self.metrics.fenced_writes.inc()
+            lost(live, capture)
             raise
         except BaseException:
             live.publication = None  # the replicas' chain is broken: the next one is full
+            lost(live, capture)
             raise
+        live.published_version = capture.version
         chain.digest.commit(total, updates)
         chain.base, chain.averaged = capture.version, averaged
         chain.since_full = 0 if full else chain.since_full + 1
