@@ -164,9 +164,8 @@ class SnapshotWriter:
             extra={**published(live, capture), "delta": {"base": chain.base, "digest": str(total)}},
         )
         try:
-            meta = None
-            if full:
-                meta = self.write(live, capture, self.encode(live, capture, {"digest": str(total)}))
+            # the delta first: a replica that sees the new version finds its delta (it would
+            # load the whole snapshot otherwise)
             if capture.version != chain.base:  # (a full snapshot of the version published)
                 self.store.save_delta(
                     live.name,
@@ -176,6 +175,9 @@ class SnapshotWriter:
                     live.incarnation,
                     live.fence,
                 )
+            meta = None
+            if full:
+                meta = self.write(live, capture, self.encode(live, capture, {"digest": str(total)}))
         except LeaseLost:
             live.publication = None
             self.metrics.fenced_writes.inc()

@@ -385,6 +385,9 @@ return 'OK'
 
 #: an upload not committed within this many milliseconds is dropped by Redis
 UPLOAD_TTL_MS = 10 * 60 * 1000
+#: a blob is uploaded this many bytes per command: Redis runs one command at a time, and
+#: one SET of a 134 MB snapshot held every feedback append behind it for its whole transfer
+UPLOAD_CHUNK = 8 << 20
 
 
 class RedisStore:
@@ -456,7 +459,10 @@ class RedisStore:
         keys = self.keys
         entries, pointer, key_of = index
         upload = keys.upload(model, uuid.uuid4().hex)
-        self.client.set(upload, blob, px=UPLOAD_TTL_MS)
+        view = memoryview(blob).cast("B")
+        self.client.set(upload, view[:UPLOAD_CHUNK], px=UPLOAD_TTL_MS)
+        for start in range(UPLOAD_CHUNK, len(view), UPLOAD_CHUNK):
+            self.client.append(upload, view[start : start + UPLOAD_CHUNK])
         old = [int(v) for v in self.client.zrange(entries, 0, -1)]
         reply = self._save(
             keys=[

@@ -133,3 +133,18 @@ def test_local_tombstones(tmp_path):
     store.delete("m")
     store.clear_deleting("m")
     assert store.deleting() == [] and not (tmp_path / "m").exists()
+
+
+def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
+    """A blob goes to Redis a chunk per command (other clients' commands run between them)
+    and comes back whole."""
+    import service.store
+
+    monkeypatch.setattr(service.store, "UPLOAD_CHUNK", 400)
+    store = RedisStore(redis_server.url, prefix="c")
+    blob = bytes(encode("m", 1, {}, trained_state()))
+    assert len(blob) > 3 * 400
+    store.save("m", 1, blob, retention=2)
+    assert store.load("m") == blob
+    assert store.client.keys("c:model:{m}:upload:*") == []
+    store.close()
