@@ -74,7 +74,7 @@ class Settings(BaseSettings):
 
     #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
     #: predictions from published versions and appends feedback to the log; needs Redis) or
-    #: ``learner`` (the single writer: consumes the log, learns, publishes versions).
+    #: ``learner`` (any number: each learns the models whose lease it holds, publishes them).
     role: Literal["all", "api", "learner"] = "all"
     #: Append every accepted feedback batch to a durable log before acknowledging it, and
     #: replay the log after the latest snapshot on start-up.

@@ -74,8 +74,12 @@ class LiveModel:
         self.created_at = time.time()
         self.lifecycle = Lifecycle(name)
         self.lock = RWLock()
-        #: held by a snapshot from its capture until it is encoded (the buffers are reused)
+        #: held by a snapshot from its capture until it is encoded (the buffers are reused),
+        #: and by a learner's publication (deltas and full snapshots in order)
         self.snapshot_lock = threading.Lock()
+        #: held by a learner's full snapshot from its capture until it is written (its
+        #: buffers are reused by the next one), which may outlast the publication
+        self.full_lock = threading.Lock()
         self._buffers: dict[str, np.ndarray] = {}
         self.version = 0
         self.predictions = 0

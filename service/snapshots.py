@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from service import deltas
 from service.capture import Capture
@@ -53,6 +54,7 @@ class SnapshotWriter:
         #: drop the log records a snapshot covers (False: the log keeps the whole history)
         self.trim_log = trim_log
         self.full_every = full_every
+        self._full_writer: ThreadPoolExecutor | None = None
 
     def encode(self, live: LiveModel, capture: Capture, extra: dict | None = None) -> memoryview:
         return encode(
@@ -89,7 +91,7 @@ class SnapshotWriter:
         except BaseException:
             lost(live, capture)
             raise
-        live.published_version = capture.version
+        live.published_version = max(live.published_version or 0, capture.version)
         live.records_since_snapshot -= capture.records
         if self.trim_log and live.journal is not None and capture.log_position is not None:
             try:
@@ -110,7 +112,7 @@ class SnapshotWriter:
             return None  # unchanged: no copy of the state at all
         with live.snapshot_lock:  # the capture's buffers are reused by the next capture
             if isinstance(live.publication, deltas.Chain):
-                return self._publish(live, full=True)
+                return self._publish(live, full=True, wait=True)
             capture = live.snapshot_state()
             if not force and capture.version == live.last_snapshot_version:
                 return None
@@ -127,16 +129,33 @@ class SnapshotWriter:
         if isinstance(chain, deltas.Chain) and live.version == chain.base:
             return None
         with live.snapshot_lock:
-            return self._publish(live, full=False)
+            return self._publish(live, full=False, wait=False)
 
-    def _publish(self, live: LiveModel, full: bool) -> SnapshotMeta | None:
+    def _publish(self, live: LiveModel, full: bool, wait: bool) -> SnapshotMeta | None:
         """Publish under ``snapshot_lock`` (deltas and full snapshots of one model stay in
-        order): start a chain, or continue it with a delta (and a full snapshot)."""
+        order): start a chain, or continue it with a delta (and a full snapshot, written in
+        the background unless ``wait``: its encoding and upload take seconds for a large
+        model, and the deltas go on meanwhile)."""
         started = time.perf_counter()
         chain = live.publication if isinstance(live.publication, deltas.Chain) else None
         if chain is None:
-            return self._start(live, started)
+            with live.full_lock:
+                return self._start(live, started)
         full = full or chain.since_full + 1 >= self.full_every
+        if full and not live.full_lock.acquire(blocking=wait):
+            full = False  # the previous full snapshot is still being written: a delta now
+        handed = False
+        try:
+            meta, handed = self._continue(live, chain, full, wait, started)
+        finally:
+            if full and not handed:
+                live.full_lock.release()
+        return meta
+
+    def _continue(self, live, chain, full: bool, wait: bool, started: float):
+        """The delta of the chain's next version (and its full snapshot when ``full``, the
+        caller holding ``full_lock``); and whether the full snapshot went to the background
+        (which then releases the lock)."""
         axes = chain.digest.axes
 
         def take(model: LiveModel):
@@ -150,18 +169,22 @@ class SnapshotWriter:
         if taken is None:
             live.publication = None
             lost(live, capture)
-            return self._start(live, started)
+            if full:  # (held by the caller: the chain starts again with a full snapshot)
+                return self._start(live, started), False
+            with live.full_lock:
+                return self._start(live, started), False
         if capture.version == chain.base and not full:
-            return None
+            return None, False
         arrays, averaged = taken
         total, updates = chain.digest.preview(arrays)
+        header = published(live, capture)
         delta = encode(
             live.name,
             capture.version,
             spec_to_json(live.spec),
             {**capture.state, "arrays": arrays},
             log_position=capture.log_position,
-            extra={**published(live, capture), "delta": {"base": chain.base, "digest": str(total)}},
+            extra={**header, "delta": {"base": chain.base, "digest": str(total)}},
         )
         try:
             # the delta first: a replica that sees the new version finds its delta (it would
@@ -176,8 +199,9 @@ class SnapshotWriter:
                     live.fence,
                 )
             meta = None
-            if full:
-                meta = self.write(live, capture, self.encode(live, capture, {"digest": str(total)}))
+            if full and wait:
+                extra = {**header, "digest": str(total)}
+                meta = self.write(live, capture, self.encode(live, capture, extra), started)
         except LeaseLost:
             live.publication = None
             self.metrics.fenced_writes.inc()
@@ -192,7 +216,28 @@ class SnapshotWriter:
         chain.base, chain.averaged = capture.version, averaged
         chain.since_full = 0 if full else chain.since_full + 1
         self.metrics.publication_size.labels("full" if full else "delta").observe(len(delta))
-        return meta or SnapshotMeta(live.name, capture.version, time.time(), len(delta))
+        if full and not wait:
+            extra = {**header, "digest": str(total)}
+            self._background().submit(self._write_full, live, capture, extra, started)
+        return meta or SnapshotMeta(live.name, capture.version, time.time(), len(delta)), (
+            full and not wait
+        )
+
+    def _background(self) -> ThreadPoolExecutor:
+        if self._full_writer is None:
+            self._full_writer = ThreadPoolExecutor(1, thread_name_prefix="full-snapshots")
+        return self._full_writer
+
+    def _write_full(self, live: LiveModel, capture: Capture, extra: dict, started: float):
+        """A publication's full snapshot, encoded and written in the background (the
+        replicas follow the deltas meanwhile; the log is trimmed once it is written)."""
+        try:
+            self.write(live, capture, self.encode(live, capture, extra), started)
+        except Exception as error:  # the next full snapshot (or the worker's) retries
+            self.metrics.snapshot_failures.labels(live.name).inc()
+            log.warning("full snapshot %d of %s failed: %s", capture.version, live.name, error)
+        finally:
+            live.full_lock.release()
 
     def _start(self, live: LiveModel, started: float) -> SnapshotMeta:
         """A full snapshot that starts a chain (with its digest), or a plain one for a model

@@ -8,7 +8,8 @@ model's log, and the final published models equal, array for array, an in-proces
 of the whole log; every model's fenced writes came from one lease after the other (tokens
 never go back: no model was written by two learners at once). And: new models are placed
 ten per learner; the killed learner's models are taken over within twice the lease TTL;
-the paused learner lost its leases; the replicas converge to the published versions.
+the paused learner lost its leases, and once resumed gets half of the models handed over
+(the rebalance of a learner that joins); the replicas converge to the published versions.
 """
 
 from __future__ import annotations
@@ -108,7 +109,14 @@ def run_scenario(tmp_path, url: str, cluster: bool) -> None:
         )
         time.sleep(0.5)
         learners[1].resume()
-        time.sleep(2)
+        # the resumed learner lost its models; it gets its share back, handed over under load
+        wait_for(
+            lambda: (
+                sorted(list(owners(client, keys).values()).count(i) for i in ids[1:]) == [15, 15]
+            ),
+            timeout=60,
+            period=0.2,
+        )
         feedback.stop()
         assert feedback.count > 100, (feedback.count, feedback.refused)
 
