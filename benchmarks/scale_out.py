@@ -39,6 +39,7 @@ from benchmarks.markdown import replace_section
 from benchmarks.service_durability import (
     _histogram,
     _quantile,
+    learner_and_replica,
     loadgen,
     redis_server,
     service,
@@ -65,37 +66,20 @@ def freshness(args, tmp: Path) -> list[dict]:
     for label, every in publications if not args.deltas_only else publications[1:]:
         directory = tmp / f"freshness-{every}"
         directory.mkdir()
-        redis_process, redis_url = redis_server(directory, "everysec")
-        with redis_process:
-            wait_redis(redis_url)
-            env = {"LORENTZTRON_REDIS_URL": redis_url, "LORENTZTRON_FULL_SNAPSHOT_EVERY": every}
-            learner, learner_url = service({**env, "LORENTZTRON_ROLE": "learner"})
-            api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
-            with learner, api:
-                wait_ready(learner_url)
-                wait_ready(api_url)
-                spec = {
-                    "name": "m",
-                    "kind": "dos",
-                    "params": {"rank": model["rank"]},
-                    "input": {"hashed": model["n_features"]},
-                }
-                assert httpx.post(f"{api_url}/v1/models", json=spec, timeout=60).status_code == 201
-                deadline = time.monotonic() + 60
-                while httpx.get(f"{learner_url}/v1/models/m").status_code != 200:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
-                summary = loadgen(
-                    api_url,
-                    "feedback",
-                    args.freshness_duration,
-                    [
-                        "--rate", str(args.feedback_rate), "--model", "m", "--keep-model",
-                        "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
-                    ],
-                )  # fmt: skip
-                time.sleep(3)  # the last publications land
-                text = httpx.get(f"{api_url}/metrics").text
+        env = {"LORENTZTRON_FULL_SNAPSHOT_EVERY": every}
+        with learner_and_replica(directory, model["rank"], model["n_features"], env) as urls:
+            api_url = urls[1]
+            summary = loadgen(
+                api_url,
+                "feedback",
+                args.freshness_duration,
+                [
+                    "--rate", str(args.feedback_rate), "--model", "m", "--keep-model",
+                    "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
+                ],
+            )  # fmt: skip
+            time.sleep(3)  # the last publications land
+            text = httpx.get(f"{api_url}/metrics").text
         buckets, total, count = _histogram(text, "lorentztron_freshness_seconds")
         loads = dict(re.findall(r'lorentztron_version_loads_total\{kind="(\w+)"\} (\S+)', text))
         rows.append(

@@ -17,6 +17,7 @@ machine; each configuration runs ``--repeats`` times and the medians are reporte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -256,6 +257,33 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return float("inf")
 
 
+@contextlib.contextmanager
+def learner_and_replica(directory: Path, rank: int, n_features: int, env: dict | None = None):
+    """Redis, one learner and one api replica, and a DoS model "m" of ``rank`` over
+    ``n_features`` hashed features that the learner has taken: yields (learner, api) URLs."""
+    redis_process, redis_url = redis_server(directory, "everysec")
+    with redis_process:
+        wait_redis(redis_url)
+        env = {"LORENTZTRON_REDIS_URL": redis_url, **(env or {})}
+        learner, learner_url = service({**env, "LORENTZTRON_ROLE": "learner"})
+        api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
+        with learner, api:
+            wait_ready(learner_url)
+            wait_ready(api_url)
+            spec = {
+                "name": "m",
+                "kind": "dos",
+                "params": {"rank": rank},
+                "input": {"hashed": n_features},
+            }
+            assert httpx.post(f"{api_url}/v1/models", json=spec, timeout=60).status_code == 201
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{learner_url}/v1/models/m").status_code != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            yield learner_url, api_url
+
+
 def freshness(args, tmp: Path) -> list[dict]:
     """Delay from an acknowledged feedback to an api replica serving it: one learner, one api
     replica, feedback at ``--feedback-rate`` examples/s (open loop) on the replica, the
@@ -264,46 +292,27 @@ def freshness(args, tmp: Path) -> list[dict]:
     for label, rank, n_features in FRESHNESS_MODELS:
         directory = tmp / f"freshness-{rank}-{n_features}"
         directory.mkdir()
-        redis_process, redis_url = redis_server(directory, "everysec")
-        with redis_process:
-            wait_redis(redis_url)
-            env = {"LORENTZTRON_REDIS_URL": redis_url}
-            learner, learner_url = service({**env, "LORENTZTRON_ROLE": "learner"})
-            api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
-            with learner, api:
-                wait_ready(learner_url)
-                wait_ready(api_url)
-                spec = {
-                    "name": "m",
-                    "kind": "dos",
-                    "params": {"rank": rank},
-                    "input": {"hashed": n_features},
-                }
-                assert httpx.post(f"{api_url}/v1/models", json=spec).status_code == 201
-                deadline = time.monotonic() + 30
-                while httpx.get(f"{learner_url}/v1/models/m").status_code != 200:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
-                summary = loadgen(
-                    api_url,
-                    "feedback",
-                    args.freshness_duration,
-                    [
-                        "--rate",
-                        str(args.feedback_rate),
-                        "--model",
-                        "m",
-                        "--keep-model",
-                        "--rank",
-                        str(rank),
-                        "--n-features",
-                        str(n_features),
-                    ],  # fmt: skip
-                )
-                time.sleep(3)  # the last publications land
-                buckets, total, count = _histogram(
-                    httpx.get(f"{api_url}/metrics").text, "lorentztron_freshness_seconds"
-                )
+        with learner_and_replica(directory, rank, n_features) as (_, api_url):
+            summary = loadgen(
+                api_url,
+                "feedback",
+                args.freshness_duration,
+                [
+                    "--rate",
+                    str(args.feedback_rate),
+                    "--model",
+                    "m",
+                    "--keep-model",
+                    "--rank",
+                    str(rank),
+                    "--n-features",
+                    str(n_features),
+                ],  # fmt: skip
+            )
+            time.sleep(3)  # the last publications land
+            buckets, total, count = _histogram(
+                httpx.get(f"{api_url}/metrics").text, "lorentztron_freshness_seconds"
+            )
         rows.append(
             {
                 "model": label,
