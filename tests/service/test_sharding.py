@@ -46,6 +46,21 @@ def learner_ids(client, keys: RedisKeys, learners: list[ServiceProcess]) -> list
     return [next(i for i in ids if f"-{p.process.pid}-" in i) for p in learners]
 
 
+def takeover_times(client, keys: RedisKeys, names: list[str], gone: str) -> dict[str, float]:
+    """Seconds until each model of a learner that just died or stopped has another owner."""
+    started, times = time.monotonic(), {}
+
+    def taken() -> bool:
+        now = owners(client, keys)
+        for name in names:
+            if name not in times and now[name] not in (None, gone):
+                times[name] = time.monotonic() - started
+        return len(times) == len(names)
+
+    wait_for(taken, timeout=4 * TTL, period=0.05)
+    return times
+
+
 def run_scenario(tmp_path, url: str, cluster: bool) -> None:
     common = {
         "LORENTZTRON_REDIS_URL": url,
@@ -88,25 +103,15 @@ def run_scenario(tmp_path, url: str, cluster: bool) -> None:
         time.sleep(2)
         killed = [name for name, owner in owners(client, keys).items() if owner == ids[0]]
         learners[0].kill()
-        killed_at = time.monotonic()
-        taken_at = {}
-
-        def taken() -> bool:
-            now_owners = owners(client, keys)
-            for name in killed:
-                if name not in taken_at and now_owners[name] not in (None, ids[0]):
-                    taken_at[name] = time.monotonic() - killed_at
-            return len(taken_at) == len(killed)
-
-        wait_for(taken, timeout=4 * TTL, period=0.05)
-        assert max(taken_at.values()) < 2 * TTL, taken_at
+        # taken over (restored, learning) within twice the lease TTL
+        assert max(takeover_times(client, keys, killed, ids[0]).values()) < 2 * TTL
 
         paused = [name for name, owner in owners(client, keys).items() if owner == ids[1]]
         learners[1].pause()
-        wait_for(
-            lambda: all(owners(client, keys)[name] == ids[2] for name in paused),
-            timeout=4 * TTL,
-        )
+        times = takeover_times(client, keys, paused, ids[1])
+        assert max(times.values()) < 2 * TTL and {owners(client, keys)[n] for n in paused} == {
+            ids[2]
+        }
         time.sleep(0.5)
         learners[1].resume()
         # the resumed learner lost its models; it gets its share back, handed over under load
