@@ -74,7 +74,7 @@ class AveragingSpec(Strict):
     """Time averaging (section 3.4 of the DoS paper): fold the live model into the aligned
     running average every ``interval`` learned examples."""
 
-    interval: int = Field(..., ge=1, le=1 << 40)
+    interval: StrictInt = Field(..., ge=1, le=1 << 40)
     alignment: Literal["paper", "spectral"] = Field(
         "paper",
         description="DoS alignment before averaging: the paper's min-norm boost + "

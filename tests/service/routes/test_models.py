@@ -61,6 +61,11 @@ def test_create_list_get_delete(client):
         ({"kind": "dos", "input": {"hashed": True}}, "invalid_input", "hashed"),
         ({"kind": "dos", "input": {"n_features": True}}, "invalid_input", "n_features"),
         (
+            {"kind": "dos", "input": {"n_features": 3}, "averaging": {"interval": True}},
+            "invalid_input",
+            "interval",
+        ),
+        (
             {"kind": "dos", "input": {"hashed": 1 << 26}, "params": {"rank": 64}},
             "model_too_large",
             "floats",
