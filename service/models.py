@@ -228,6 +228,10 @@ class Models:
     def recover(self) -> None:
         """Start-up: finish pending deletions, then restore every model (snapshot + log).
         Raises if the store is unreachable (the worker tries again)."""
+        upgrade = getattr(self.store, "upgrade", None)
+        if upgrade is not None:
+            for name in upgrade():
+                log.info("moved the Redis keys of %s to the hash-tagged layout", name)
         self.finish_deletions()
         if self.settings.role == "learner":  # a learner restores the models it leases
             return

@@ -383,6 +383,17 @@ redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
 return 'OK'
 """
 
+#: KEYS: a model's old ``latest`` and new ``latest``, then pairs (old key, new key). Moves a
+#: model's keys from the layout before hash tags, once (nothing if it has new keys).
+_UPGRADE = """
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 3, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 1]) end
+end
+redis.call('RENAME', KEYS[1], KEYS[2])
+return 1
+"""
+
 #: an upload not committed within this many milliseconds is dropped by Redis
 UPLOAD_TTL_MS = 10 * 60 * 1000
 #: a blob is uploaded this many bytes per command: Redis runs one command at a time, and
@@ -408,6 +419,30 @@ class RedisStore:
         self.client = redis_client(url, cluster, timeout)
         self._save = self.client.register_script(_SAVE)
         self._delete = self.client.register_script(_DELETE)
+        self._upgrade = self.client.register_script(_UPGRADE)
+
+    def upgrade(self) -> list[str]:
+        """Move the keys of the models written before the keys had hash tags
+        (``{prefix}:model:<name>:...``) to their names now (start-up; one server only: a
+        cluster never held them). The models moved."""
+        if self.cluster:
+            return []
+        moved = []
+        names = self.client.smembers(self.keys.models) | self.client.smembers(self.keys.tombstones)
+        for name in sorted(n.decode() for n in names):
+            old = f"{self.prefix}:model:{name}"
+            versions = [int(v) for v in self.client.zrange(f"{old}:versions", 0, -1)]
+            pairs = [
+                (f"{old}:{part}", self.keys.model(name, part))
+                for part in ("versions", "incarnation", "deleted", "log")
+            ]
+            pairs += [(f"{old}:snapshot:{v}", self.keys.snapshot(name, v)) for v in versions]
+            keys = [f"{old}:latest", self.keys.latest(name)]
+            for pair in pairs:
+                keys += pair
+            if self._upgrade(keys=keys):
+                moved.append(name)
+        return moved
 
     def save(
         self,

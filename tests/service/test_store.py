@@ -148,3 +148,22 @@ def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
     assert store.load("m") == blob
     assert store.client.keys("c:model:{m}:upload:*") == []
     store.close()
+
+
+def test_redis_keys_of_the_layout_before_hash_tags_are_moved(redis_server):
+    """A model written before the keys had hash tags (``{prefix}:model:<name>:...``) is
+    found again after the upgrade, with its incarnation and log; once only."""
+    store = RedisStore(redis_server.url, prefix="u")
+    client = store.client
+    client.set("u:model:m:snapshot:3", bytes(encode("m", 3, {}, trained_state())))
+    client.zadd("u:model:m:versions", {"3": 3})
+    client.set("u:model:m:latest", "3")
+    client.set("u:model:m:incarnation", "old")
+    client.xadd("u:model:m:log", {"r": b"record"})
+    client.sadd("u:models", "m")
+    assert store.upgrade() == ["m"]
+    assert decode(store.load("m"))[0]["version"] == 3
+    assert store.incarnation("m") == "old" and client.xlen(store.keys.log("m")) == 1
+    assert client.keys("u:model:m:*") == []
+    assert store.upgrade() == []
+    store.close()
