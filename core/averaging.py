@@ -101,6 +101,11 @@ class Averaged(Estimator):
     def _children(self) -> list[tuple[str, Estimator]]:
         return [("live", self.live_), ("average", self.average_)]
 
+    def _feature_children(self) -> list[tuple[str, Estimator]]:
+        # the average changes at averaging steps only, and then everywhere (the alignment
+        # boosts and rotates every row)
+        return [("live", self.live_)]
+
     # -- learning ------------------------------------------------------------------------
     def learn_one(self, x, y):
         """Learn one example with the live model; average if an interval ends. Returns what

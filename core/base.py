@@ -210,6 +210,10 @@ class Estimator:
 
     _arrays: ClassVar[tuple[str, ...]] = ()
     _scalars: ClassVar[tuple[str, ...]] = ()
+    #: arrays whose rows along the given axis are the features (n_features + 1 of them,
+    #: the bias last), of which learning an example changes only its non-zeros' and the
+    #: bias's (``feature_axes``)
+    _feature_axes: ClassVar[dict[str, int]] = {}
     averageable: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
@@ -338,6 +342,67 @@ class Estimator:
             for name, array in child.arrays():
                 yield f"{prefix}.{name}", array
 
+    def feature_axes(self) -> dict[str, int]:
+        """The learned arrays (named as in ``arrays()``) that an example changes only in
+        the rows of its non-zero features and of the bias, with the axis of those rows
+        (of length ``n_features + 1``, the bias last). Learning from a sparse example
+        leaves every other row of them bit for bit as it was: a copy of the model kept up
+        to date needs only those rows (the service's delta publication). Arrays not
+        listed may change anywhere.
+
+        Examples
+        --------
+        >>> from core.dos import DoSClassifier
+        >>> DoSClassifier(n_features=2).feature_axes()
+        {'U_': 1, 'V_': 1}
+        """
+        axes = dict(self._feature_axes)
+        for prefix, child in self._feature_children():
+            axes.update({f"{prefix}.{name}": axis for name, axis in child.feature_axes().items()})
+        return axes
+
+    def _feature_children(self) -> list[tuple[str, Estimator]]:
+        """The sub-models whose ``feature_axes`` are this model's: those that learn the
+        examples themselves (all of them, unless a model says otherwise)."""
+        return self._children()
+
+    def set_scalars(self, scalars: dict[str, Any]) -> None:
+        """Load the ``scalars`` of a state (every one, sub-models' dotted) without touching
+        the arrays, checked as ``set_state`` checks them: for a model whose arrays were
+        written in place, row by row (``feature_axes``).
+
+        Examples
+        --------
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=1)
+        >>> model.set_scalars({"n_seen_": 3, "n_updates_": 2})
+        >>> model.n_seen_
+        3
+        """
+        writes = self._check_scalars(scalars)
+        unknown = set(scalars) - {_dotted(prefix, name) for prefix, _, name, _ in writes}
+        if unknown:
+            raise ValueError(f"unknown scalars: {sorted(unknown)[:5]}")
+        for _, target, name, value in writes:
+            setattr(target, name, value)
+        for target in {id(t): t for _, t, _, _ in writes}.values():
+            target._state_loaded()
+
+    def _check_scalars(self, scalars: dict, prefix: str = "") -> list:
+        """``(prefix, model, name, value)`` for every scalar of the model and its sub-models,
+        checked (ValueError if one is missing or is not a valid value)."""
+        writes = []
+        for name in self._scalars:
+            key = _dotted(prefix, name)
+            if key not in scalars:
+                raise ValueError(f"state misses scalar {key!r}")
+            writes.append(
+                (prefix, self, name, _scalar_value(key, scalars[key], getattr(self, name)))
+            )
+        for child_prefix, child in self._children():
+            writes += child._check_scalars(scalars, _dotted(prefix, child_prefix))
+        return writes
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Load a state from ``get_state``; everything is checked before anything is written.
 
@@ -402,17 +467,7 @@ class Estimator:
         for name in self._scalars:
             if name not in scalars:
                 raise ValueError(f"state misses scalar {name!r}")
-            current = getattr(self, name)
-            value = scalars[name]
-            if not isinstance(value, int | float | np.number) or isinstance(value, bool):
-                raise ValueError(f"state scalar {name!r} must be a number, got {value!r}")
-            if isinstance(current, int):
-                if not float(value).is_integer() or value < 0:
-                    raise ValueError(f"state scalar {name!r} must be a count, got {value!r}")
-                value = int(value)
-            elif not np.isfinite(value):
-                raise ValueError(f"state scalar {name!r} is not finite")
-            writes.append((self, name, type(current)(value)))
+            writes.append((self, name, _scalar_value(name, scalars[name], getattr(self, name))))
         for prefix, child in self._children():
             cut = len(prefix) + 1
             child_arrays = {k[cut:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
@@ -424,6 +479,23 @@ class Estimator:
         if unknown:
             raise ValueError(f"state has unknown entries: {sorted(unknown)[:5]}")
         return writes
+
+
+def _dotted(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _scalar_value(name: str, value, current):
+    """A state's scalar, checked against the model's current one and cast to its type."""
+    if not isinstance(value, int | float | np.number) or isinstance(value, bool):
+        raise ValueError(f"state scalar {name!r} must be a number, got {value!r}")
+    if isinstance(current, int):
+        if not float(value).is_integer() or value < 0:
+            raise ValueError(f"state scalar {name!r} must be a count, got {value!r}")
+        value = int(value)
+    elif not np.isfinite(value):
+        raise ValueError(f"state scalar {name!r} is not finite")
+    return type(current)(value)
 
 
 # =============================================================================================

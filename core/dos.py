@@ -108,6 +108,8 @@ class DoSClassifier(BinaryClassifier):
 
     _arrays = ("U_", "V_")
     _scalars = ("n_seen_", "n_updates_")
+    # eqs (19)-(20): U and V move along z^T, so only the columns of z's non-zeros and bias
+    _feature_axes = {"U_": 1, "V_": 1}
 
     def __init__(
         self,

@@ -64,6 +64,7 @@ class LinearPA(BinaryClassifier):
 
     _arrays = ("w_",)
     _scalars = ("n_seen_", "n_updates_")
+    _feature_axes = {"w_": 0}  # w moves along z = [x, 1]
 
     def __init__(
         self,

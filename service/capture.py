@@ -35,6 +35,7 @@ class Capture(NamedTuple):
     state: dict
     log_position: Any
     records: int  # log records learned since the previous snapshot, when captured
+    first_new: Any = None  # the first log record learned since the last publication
 
 
 def buffer_for(buffers: dict, name: str, array: np.ndarray) -> tuple[np.ndarray, bool]:

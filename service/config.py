@@ -25,8 +25,16 @@ class Settings(BaseSettings):
 
     #: Redis URL for snapshots (``redis://host:6379/0``); unset = local snapshot files.
     redis_url: str | None = None
-    #: Prefix of every Redis key this service writes.
+    #: Prefix of every Redis key this service writes (no braces: keys are hash-tagged).
     redis_prefix: str = "lorentztron"
+    #: ``REDIS_URL`` names one node of a Redis Cluster (the others are found from it).
+    redis_cluster: bool = False
+    #: Acknowledge feedback only once this many Redis replicas have its log record
+    #: (``WAIT``): with a replica per master, a master lost after an acknowledgement and
+    #: replaced by its replica keeps every acknowledged record. 0: the master's word.
+    redis_wait_replicas: int = Field(0, ge=0)
+    #: Seconds an append waits for those replicas before the feedback is refused (503).
+    redis_wait_timeout: float = Field(1.0, gt=0)
     #: Directory of the local snapshot store (used when no Redis URL is set).
     snapshot_dir: Path = Path("var/snapshots")
     #: Seconds between background snapshots of changed models.
@@ -73,7 +81,7 @@ class Settings(BaseSettings):
 
     #: Run mode: ``all`` (one process serves, learns and snapshots), ``api`` (serves
     #: predictions from published versions and appends feedback to the log; needs Redis) or
-    #: ``learner`` (the single writer: consumes the log, learns, publishes versions).
+    #: ``learner`` (any number: each learns the models whose lease it holds, publishes them).
     role: Literal["all", "api", "learner"] = "all"
     #: Append every accepted feedback batch to a durable log before acknowledging it, and
     #: replay the log after the latest snapshot on start-up.
@@ -87,12 +95,21 @@ class Settings(BaseSettings):
     #: Local log: where segments covered by a snapshot are moved instead of being deleted
     #: (the full labelled history). Unset: deleted.
     log_archive_dir: Path | None = None
+    #: Drop the log records a snapshot covers (false: the log keeps the whole labelled
+    #: history; with Redis it then grows without bound).
+    log_trim: bool = True
     #: Log records (request batches) since a model's last snapshot that trigger an early one.
     log_snapshot_records: int = Field(10_000, gt=0)
     #: Learner: seconds between publications of changed models to the api replicas.
     publish_interval: float = Field(0.25, gt=0)
+    #: Learner: publications between two full snapshots, the others being deltas (the
+    #: rows changed since the previous publication, ``service.deltas``); 1: no deltas.
+    full_snapshot_every: int = Field(40, ge=1)
     #: Api replicas: seconds between polls of the latest versions (fallback to pub/sub).
     poll_interval: float = Field(2.0, gt=0)
+    #: Learners: seconds a model's lease lasts unless renewed (renewed every third of it);
+    #: a dead learner's models are taken over within twice this.
+    lease_ttl: float = Field(10.0, gt=0)
 
     #: Seconds an ``Idempotency-Key`` is answered again (feedback, create, restore, import).
     idempotency_ttl: float = Field(86400.0, gt=0)

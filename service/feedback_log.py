@@ -32,11 +32,15 @@ directory when one is configured (``LORENTZTRON_LOG_ARCHIVE_DIR``: the whole lab
 history, e.g. for offline retraining).
 
 **Redis log** (when ``LORENTZTRON_REDIS_URL`` is set): one stream per model,
-``{prefix}:model:{name}:log``, one entry per record (field ``r``), appended with ``XADD``;
+``{prefix}:model:{<name>}:log``, one entry per record (field ``r``), appended with ``XADD``;
 positions are stream ids (``"<ms>-<seq>"``), whose time part also dates the entry. ``trim``
 is ``XTRIM MINID``: entries newer than the latest snapshot are never trimmed. Durability is
 Redis's: run it with ``appendonly yes`` and ``appendfsync always`` for the promise to hold
-across a Redis crash (``everysec`` may lose the last second).
+across a Redis crash (``everysec`` may lose the last second). With replicas (a Redis
+Cluster's, or one server's), ``wait_replicas`` = n makes every append wait (``WAIT``) until n
+replicas have it before it is acknowledged: a replica promoted after its master is lost
+then holds every acknowledged record (an append that n replicas did not confirm in time is
+refused, maybe written). A learner's trim is fenced by its lease (``service.leases``).
 
 A failed append raises :class:`LogUnavailable`; the caller refuses the feedback (503) and
 learns nothing. When the outcome of a failed append is unknown (a Redis reply lost to a
@@ -61,6 +65,8 @@ import numpy as np
 
 from core.features import CSRBatch
 from service.keys import RedisKeys
+from service.leases import LeaseLost
+from service.redis_client import refresh_topology
 
 log = logging.getLogger("lorentztron.log")
 
@@ -178,7 +184,7 @@ class FeedbackLog(Protocol):
     ) -> list[Position]: ...
     def sync(self, model: str, position: Position) -> None: ...
     def read_after(self, model: str, position: Position) -> Iterator[tuple[Position, bytes]]: ...
-    def trim(self, model: str, position: Position) -> None: ...
+    def trim(self, model: str, position: Position, fence: str | None = None) -> None: ...
     def delete(self, model: str) -> None: ...
     def length(self, model: str) -> int: ...
     def ping(self) -> None: ...
@@ -386,8 +392,9 @@ class FileLog:
                 if at > after:
                     yield at, bytes(record)
 
-    def trim(self, model: str, position: int | None) -> None:
-        """Drop the segments whose records are all at or before ``position``."""
+    def trim(self, model: str, position: int | None, fence: str | None = None) -> None:
+        """Drop the segments whose records are all at or before ``position`` (``fence`` is
+        not checked: one process owns a file log)."""
         if position is None:
             return
         state = self._state(model)
@@ -461,16 +468,33 @@ return {'NEW', id}
 """
 )
 
+#: KEYS: the stream, the model's lease; ARGV: the lease value ('' unfenced), the position
+_TRIM = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return 'FENCED' end
+redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2])
+return 'OK'
+"""
+
 
 class RedisLog:
-    """A Redis stream per model (module docstring). Short timeouts: an outage fails the
-    request fast (503) instead of holding the model's writer."""
+    """A Redis stream per model (module docstring), on one server or a Redis Cluster.
+    Short timeouts: an outage fails the request fast (503) instead of holding the model's
+    writer."""
 
-    def __init__(self, client, prefix: str = "lorentztron"):
+    def __init__(
+        self,
+        client,
+        prefix: str = "lorentztron",
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+    ):
         self.client = client
         self.keys = RedisKeys(prefix)
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         self._append_script = client.register_script(_APPEND)
         self._append_once_script = client.register_script(_APPEND_ONCE)
+        self._trim_script = client.register_script(_TRIM)
 
     def key(self, model: str) -> str:
         return self.keys.log(model)
@@ -481,29 +505,33 @@ class RedisLog:
         """Append records in order in one round trip, which Redis makes durable together
         (``appendfsync always`` fsyncs once per event-loop turn). With an ``incarnation``,
         only while it is the model's current one (a script: check and ``XADD``s are one
-        atomic step; ``service.keys``); else ModelGone and nothing is written."""
+        atomic step; ``service.keys``); else ModelGone and nothing is written. With
+        ``wait_replicas``, acknowledged once that many replicas have them."""
         try:
             if incarnation is not None:
-                ids = self._append_script(
-                    keys=[
-                        self.keys.incarnation(model),
-                        self.key(model),
-                        self.keys.deleted(model),
-                    ],
-                    args=[incarnation, *records],
-                )
+                keys = [self.keys.incarnation(model), self.key(model), self.keys.deleted(model)]
+                if self.wait_replicas:
+                    ids = self._append_waiting(keys, [incarnation, *records])
+                else:
+                    ids = self._append_script(keys=keys, args=[incarnation, *records])
                 if ids == b"GONE":
                     raise ModelGone(f"model {model!r} was deleted (or replaced) elsewhere")
                 return [entry_id.decode() for entry_id in ids]
-            if len(records) == 1:
+            if len(records) == 1 and not self.wait_replicas:
                 return [self.client.xadd(self.key(model), {b"r": records[0]}).decode()]
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self._node(self.key(model)).pipeline(transaction=False)
             for record in records:
                 pipe.xadd(self.key(model), {b"r": record})
-            return [entry_id.decode() for entry_id in pipe.execute()]
+            if self.wait_replicas:
+                pipe.wait(self.wait_replicas, self.wait_timeout_ms)
+            replies = pipe.execute()
+            if self.wait_replicas:
+                self._check_replicas(replies.pop())
+            return [entry_id.decode() for entry_id in replies]
         except ModelGone:
             raise
         except Exception as error:  # connection, timeout, out of memory, read-only replica
+            refresh_topology(self.client)
             # some or all of them may have landed (a lost reply, a partial pipeline)
             raise LogUnavailable(
                 f"the feedback log could not be written: {error}", maybe_written=True
@@ -515,16 +543,25 @@ class RedisLog:
         """Append a keyed record and keep its ``answer`` for ``ttl`` seconds, in one atomic
         step, unless the key has an answer already: (position, None) or (None, the stored
         answer). For the processes that only log (``service.idempotency``)."""
+        keys = [
+            self.keys.incarnation(model),
+            self.key(model),
+            self.keys.deleted(model),
+            self.keys.idempotency(model, incarnation, key),
+        ]
+        args = [incarnation, record, answer, max(1, int(ttl * 1000))]
         try:
-            reply = self._append_once_script(
-                keys=[
-                    self.keys.incarnation(model),
-                    self.key(model),
-                    self.keys.deleted(model),
-                    self.keys.idempotency(model, incarnation, key),
-                ],
-                args=[incarnation, record, answer, max(1, int(ttl * 1000))],
-            )
+            if self.wait_replicas:
+                pipe = self._node(keys[1]).pipeline(transaction=False)
+                self._append_once_script(keys=keys, args=args, client=pipe)
+                pipe.wait(self.wait_replicas, self.wait_timeout_ms)
+                reply, replicas = pipe.execute()
+                if reply != b"GONE":
+                    self._check_replicas(replicas)
+            else:
+                reply = self._append_once_script(keys=keys, args=args)
+        except LogUnavailable:
+            raise
         except Exception as error:
             raise LogUnavailable(
                 f"the feedback log could not be written: {error}", maybe_written=True
@@ -540,6 +577,31 @@ class RedisLog:
             return self.client.get(self.keys.idempotency(model, incarnation, key))
         except Exception as error:
             raise LogUnavailable(f"the feedback log could not be read: {error}") from None
+
+    def _append_waiting(self, keys: list[str], args: list) -> object:
+        """The append script then ``WAIT``, on one connection to the stream's master (WAIT
+        counts the replicas that have this connection's writes)."""
+        pipe = self._node(keys[1]).pipeline(transaction=False)
+        self._append_script(keys=keys, args=args, client=pipe)
+        pipe.wait(self.wait_replicas, self.wait_timeout_ms)
+        ids, replicas = pipe.execute()
+        if ids != b"GONE":
+            self._check_replicas(replicas)
+        return ids
+
+    def _check_replicas(self, replicas: int) -> None:
+        if replicas < self.wait_replicas:
+            raise LogUnavailable(
+                f"{replicas} of {self.wait_replicas} replicas confirmed the append in time",
+                maybe_written=True,
+            )
+
+    def _node(self, key: str):
+        """The client of the server that holds ``key`` (a cluster's master for its slot)."""
+        get_node = getattr(self.client, "get_node_from_key", None)
+        if get_node is None:
+            return self.client
+        return self.client.get_redis_connection(get_node(key))
 
     def read_after(
         self, model: str, position: str | None, chunk: int = 1000
@@ -559,10 +621,16 @@ class RedisLog:
     def sync(self, model: str, position: str) -> None:
         """Nothing to do: an entry is as durable as Redis makes it when XADD answers."""
 
-    def trim(self, model: str, position: str | None) -> None:
-        if position is not None:
-            # MINID keeps `position` itself and everything newer
-            self.client.xtrim(self.key(model), minid=position, approximate=False)
+    def trim(self, model: str, position: str | None, fence: str | None = None) -> None:
+        """Drop the entries before ``position`` (MINID keeps ``position`` itself and every
+        newer one); with a ``fence`` (a lease value), only while that lease holds."""
+        if position is None:
+            return
+        reply = self._trim_script(
+            keys=[self.key(model), self.keys.lease(model)], args=[fence or "", position]
+        )
+        if reply in (b"FENCED", "FENCED"):
+            raise LeaseLost(f"the lease on model {model!r} was lost: trim refused")
 
     def delete(self, model: str) -> None:
         self.client.delete(self.key(model))

@@ -120,9 +120,10 @@ class Journal:
                 "log_unavailable", f"feedback refused, nothing was learned: {error}"
             ) from None
 
-    def trim(self, position: Position) -> None:
-        """Drop what a snapshot at ``position`` covers."""
-        self.log.trim(self.name, position)
+    def trim(self, position: Position, fence: str | None = None) -> None:
+        """Drop what a snapshot at ``position`` covers (a learner's: while its lease
+        ``fence`` holds)."""
+        self.log.trim(self.name, position, fence)
 
     def delete(self) -> None:
         self.log.delete(self.name)

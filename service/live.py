@@ -26,6 +26,7 @@ from core.features import CSRBatch, Row, batch_from_rows, first_overflowing_row,
 from core.metrics import ProgressiveValidation
 from service import capture
 from service.capture import Capture
+from service.deltas import RowChanges
 from service.exceptions import InvalidRequest, ServiceError
 from service.families import FAMILIES, Learned, reservoir_of
 from service.feedback_log import LogCorrupt, LogUnavailable, Position, decode_keyed
@@ -74,8 +75,12 @@ class LiveModel:
         self.created_at = time.time()
         self.lifecycle = Lifecycle(name)
         self.lock = RWLock()
-        #: held by a snapshot from its capture until it is encoded (the buffers are reused)
+        #: held by a snapshot from its capture until it is encoded (the buffers are reused),
+        #: and by a learner's publication (deltas and full snapshots in order)
         self.snapshot_lock = threading.Lock()
+        #: held by a learner's full snapshot from its capture until it is written (its
+        #: buffers are reused by the next one), which may outlast the publication
+        self.full_lock = threading.Lock()
         self._buffers: dict[str, np.ndarray] = {}
         self.version = 0
         self.predictions = 0
@@ -100,6 +105,17 @@ class LiveModel:
         self.records_since_snapshot = 0
         #: the answers of keyed requests (``service.idempotency``)
         self.answers = answers or Answers(ttl=86400.0, max_bytes=32 << 20)
+        #: a learner's lease on the model (``service.leases``), checked by every write of
+        #: its snapshots and log position; None outside the sharded learner role
+        self.fence: str | None = None
+        #: delta publication (``service.deltas``): the feature rows learned since the last
+        #: publication (None: not tracked), and the learner's chain or the replica's digest
+        self.changes: RowChanges | None = None
+        self.publication: Any = None
+        #: the first log record learned since the last capture, and the version last
+        #: written (a publication's header names both: the replicas' freshness)
+        self.unpublished_from: Position = None
+        self.published_version: int | None = None
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -294,6 +310,8 @@ class LiveModel:
             self._catch_up()
         positions = self.journal.append(items)
         if self.learns:
+            if self.unpublished_from is None:
+                self.unpublished_from = positions[0]
             self.log_position = positions[-1]
             self.records_since_snapshot += len(positions)
         return positions
@@ -330,6 +348,8 @@ class LiveModel:
             log.warning("replay of %s: record %s refused: %s", self.name, position, error)
             outcome = error
         self._keep(item, outcome, at, None)
+        if self.unpublished_from is None:
+            self.unpublished_from = position
         self.log_position = position
         self.records_since_snapshot += 1
 
@@ -338,6 +358,8 @@ class LiveModel:
         score overflowing float64) answers ``unlearnable_example``; the rows before it may
         have been learned, and the version moves on so that a snapshot sees it. Replay meets
         the same refusal at the same row, so recovery stays exact."""
+        if self.changes is not None:  # (before: a refused row may follow learned ones)
+            self.changes.mark(batch.indices)
         try:
             learned = self.family.learn(self.estimator, batch, targets, self.window)
             if not np.all(np.isfinite(learned.losses)):
@@ -448,6 +470,8 @@ class LiveModel:
         previous = (self.estimator, self.version, self.refits, self.examples_since_refit)
         self.estimator = new
         self.version += 1
+        if self.changes is not None:
+            self.changes.mark_all()
         if refit:
             self.refits += 1
             self.examples_since_refit = 0
@@ -469,8 +493,20 @@ class LiveModel:
         with self.lock.read():
             return self._capture(self._buffers)
 
-    def _capture(self, buffers: dict | None) -> Capture:
-        state = capture.estimator_state(self.estimator, buffers)
+    def publication_state(self, full: bool, delta: Callable[[LiveModel], Any]) -> tuple:
+        """A publication's capture and delta read together under the read lock: the whole
+        state when ``full`` (as ``snapshot_state``), else the state without its arrays; and
+        ``delta(self)`` (``service.deltas``). Hold ``snapshot_lock`` until encoded."""
+        if full:
+            capture.prepare_buffers(self.estimator, self._buffers)
+        with self.lock.read():
+            return self._capture(self._buffers if full else None, arrays=full), delta(self)
+
+    def _capture(self, buffers: dict | None, arrays: bool = True) -> Capture:
+        if arrays:
+            state = capture.estimator_state(self.estimator, buffers)
+        else:
+            state = {**self.estimator.get_state_meta(), "arrays": {}}
         service = {
             capture.PROGRESSIVE: self.progressive.get_state(),
             capture.MODEL: {
@@ -492,13 +528,24 @@ class LiveModel:
                 self.window.get_state(), self.family.window_target
             )
         state = capture.with_service(state, service)
-        return Capture(self.version, state, self.log_position, self.records_since_snapshot)
+        # (read lock: the one snapshot writer takes it; ``SnapshotWriter`` gives it back if
+        # the write fails)
+        first_new, self.unpublished_from = self.unpublished_from, None
+        return Capture(
+            self.version, state, self.log_position, self.records_since_snapshot, first_new
+        )
 
     def load_state(self, state: dict) -> None:
         """Load a snapshot's state (writer lock held by the caller, or before serving): the
         estimator's arrays, and what the snapshot carries of the service's part."""
         state, service = capture.split_service(state)
         self.estimator.set_state(state)
+        if self.changes is not None:
+            self.changes.mark_all()
+        self._load_service(service)
+
+    def _load_service(self, service: dict) -> None:
+        """The service's part of a snapshot state (``capture.split_service``)."""
         if capture.PROGRESSIVE in service:
             self.progressive.set_state(service[capture.PROGRESSIVE])
         model = service.get(capture.MODEL, {}).get("scalars", {})
@@ -519,6 +566,20 @@ class LiveModel:
         """Serve a published version (api replicas): its state, version and log position."""
         with self.lock.write():
             self.load_state(state)
+            self.version = version
+            self.log_position = position
+
+    def load_delta(
+        self, write: Callable[[Estimator], None], state: dict, version: int, position: Position
+    ) -> None:
+        """Serve a published version from a delta (api replicas, ``service.deltas``):
+        ``write`` changes the estimator's arrays in place, ``state`` (without arrays) gives
+        the estimator's scalars and the service's part."""
+        estimator_state, service = capture.split_service(state)
+        with self.lock.write():
+            write(self.estimator)
+            self.estimator.set_scalars(estimator_state["scalars"])
+            self._load_service(service)
             self.version = version
             self.log_position = position
 

@@ -111,7 +111,7 @@ def warm_up() -> None:
 
 def make_store(settings: Settings):
     if settings.redis_url:
-        return RedisStore(settings.redis_url, settings.redis_prefix)
+        return RedisStore(settings.redis_url, settings.redis_prefix, cluster=settings.redis_cluster)
     return LocalStore(settings.snapshot_dir)
 
 
@@ -121,7 +121,12 @@ def make_log(settings: Settings, store):
     if not settings.feedback_log:
         return None
     if isinstance(store, RedisStore):
-        return RedisLog(store.client, settings.redis_prefix)
+        return RedisLog(
+            store.client,
+            settings.redis_prefix,
+            settings.redis_wait_replicas,
+            settings.redis_wait_timeout,
+        )
     return FileLog(
         settings.log_dir or settings.snapshot_dir / ".log",
         settings.log_fsync,

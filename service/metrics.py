@@ -31,6 +31,7 @@ disable_created_metrics()
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 SNAPSHOT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)
 FRESHNESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0)
+TAKEOVER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
 
 class Metrics:
@@ -201,6 +202,55 @@ class Metrics:
             ["model"],
             registry=registry,
         )
+        self.model_owner = Gauge(
+            p + "model_owner",
+            "1 for each model this learner owns (holds the lease of), labelled with its id.",
+            ["model", "learner"],
+            registry=registry,
+        )
+        self.lease_acquisitions = Counter(
+            p + "lease_acquisitions_total", "Model leases taken by this learner.", registry=registry
+        )
+        self.lease_renewals = Counter(
+            p + "lease_renewals_total", "Model lease renewals by this learner.", registry=registry
+        )
+        self.lease_losses = Counter(
+            p + "lease_losses_total",
+            "Model leases this learner lost (expired or taken before it renewed them).",
+            registry=registry,
+        )
+        self.lease_handovers = Counter(
+            p + "lease_handovers_total",
+            "Models this learner handed over (rebalancing, shutdown).",
+            registry=registry,
+        )
+        self.fenced_writes = Counter(
+            p + "fenced_writes_total",
+            "Snapshot writes refused because this learner no longer held the model's lease.",
+            registry=registry,
+        )
+        self.publication_size = Histogram(
+            p + "publication_bytes",
+            "Size of the deltas a learner publishes (kind: delta, or the delta written with "
+            "a full snapshot).",
+            ["kind"],
+            buckets=(1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9),
+            registry=registry,
+        )
+        self.version_loads = Counter(
+            p + "version_loads_total",
+            "Published versions an api replica loaded, by how: delta, full, or full after a "
+            "delta it could not apply (missed, or its checksum did not match).",
+            ["kind"],
+            registry=registry,
+        )
+        self.takeover = Histogram(
+            p + "takeover_seconds",
+            "From the deadline of a lost lease (its learner died or stalled) to the model "
+            "restored and learning on the learner that took it over.",
+            buckets=TAKEOVER_BUCKETS,
+            registry=registry,
+        )
         self.started.set(time.time())
         self._expired_seen = 0
         self._evicted_seen = 0
@@ -273,6 +323,13 @@ class Metrics:
         )
         self.models.inc()
 
+    def not_owner(self, name: str, learner: str) -> None:
+        """A learner no longer owns the model: its owner series goes."""
+        try:
+            self.model_owner.remove(name, learner)
+        except KeyError:
+            pass
+
     def forget_model(self, name: str) -> None:
         self.models.dec()
         self._log_failures_seen.pop(name, None)
@@ -296,6 +353,7 @@ class Metrics:
             self.replayed,
             self.freshness,
             self.published,
+            self.model_owner,
         ):
             for labels in list(metric._metrics):
                 if labels[0] == name:

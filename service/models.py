@@ -9,7 +9,9 @@ restored, deleted. Routes, the worker, the roles and recovery go through ``Model
   never comes back. If the tombstone cannot be written, nothing changed (503).
 - **recover** (start-up): pending deletions are finished, then every model is restored from
   its latest snapshot and its log replayed after the snapshot's position.
-- **discover** (roles): models created or deleted by other processes appear or go.
+- **discover** (api replicas): models created or deleted by other processes appear or go.
+- **own** / **disown** (learners, ``service.roles``): a learner restores the models whose
+  lease it takes and lets go of those it loses or hands over (nothing is deleted).
 """
 
 from __future__ import annotations
@@ -48,7 +50,14 @@ class Models:
         self.cache = cache
         self.metrics = metrics
         self.registry = Registry()
-        self.writer = SnapshotWriter(store, metrics, settings.snapshot_retention)
+        deltas = settings.role == "learner" and settings.full_snapshot_every > 1
+        self.writer = SnapshotWriter(
+            store,
+            metrics,
+            settings.snapshot_retention,
+            settings.log_trim,
+            settings.full_snapshot_every if deltas else None,
+        )
         self.limits = Limits(
             settings.max_model_floats, settings.max_submodels, settings.averaging_interval
         )
@@ -270,7 +279,13 @@ class Models:
     def recover(self) -> None:
         """Start-up: finish pending deletions, then restore every model (snapshot + log).
         Raises if the store is unreachable (the worker tries again)."""
+        upgrade = getattr(self.store, "upgrade", None)
+        if upgrade is not None:
+            for name in upgrade():
+                log.info("moved the Redis keys of %s to the hash-tagged layout", name)
         self.finish_deletions()
+        if self.settings.role == "learner":  # a learner restores the models it leases
+            return
         for name in self.store.models():
             self._restore(name)
 
@@ -291,7 +306,22 @@ class Models:
             if self.registry.get(name) is None:
                 self._restore(name)
 
-    def _restore(self, name: str) -> LiveModel | None:
+    def own(self, name: str, fence: str) -> LiveModel | None:
+        """A learner took the model's lease ``fence``: the model restored here (snapshot +
+        log), every write of its snapshots and log position checked against the lease;
+        a copy held before (created here, or under an earlier lease) is replaced. None
+        (logged) if it cannot be restored."""
+        self.disown(name)
+        return self._restore(name, fence)
+
+    def disown(self, name: str) -> None:
+        """A learner lost or handed over the model's lease: it leaves this process, its
+        snapshots and log stay."""
+        live = self.registry.get(name)
+        if live is not None and live.lifecycle.serving:
+            self._drop(live)
+
+    def _restore(self, name: str, fence: str | None = None) -> LiveModel | None:
         """Restore one model from its latest snapshot and replay its log after it (the api
         role serves the snapshot); None (logged) if it cannot be restored."""
         try:
@@ -304,6 +334,7 @@ class Models:
             live.last_snapshot_at = header["created_at"]
             live.log_position = header.get("log_position")
             live.incarnation = self._incarnation(name, state, live.incarnation)
+            live.fence = fence
             self._attach(live)
             replayed = self._replay(live) if self.settings.role != "api" else 0
             live.records_since_snapshot = replayed

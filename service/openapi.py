@@ -92,6 +92,8 @@ def create_model_schema(base: dict) -> dict:
                 params["properties"]["task"] = {**task_schema, "enum": [task]}
                 if task == "regression":
                     params["required"] = ["task"]
+                    # without params a PQR model is binary: the body matches one variant only
+                    variant["required"] = [*variant.get("required", []), "params"]
                     del props["classes"]
             variants.append(variant)
     return {"title": "CreateModel", "description": base.get("description"), "oneOf": variants}

@@ -54,6 +54,7 @@ class InputSpec(Strict):
         extra="forbid", json_schema_extra=_exactly_one_form(("n_features",), ("hashed",))
     )
 
+    # strict: a boolean is not a dimension (pydantic's lax mode reads true as 1)
     n_features: StrictInt | None = Field(None, ge=1, le=1 << 26)
     hashed: StrictInt | None = Field(None, ge=1, le=1 << 26)
 

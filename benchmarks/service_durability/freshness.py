@@ -9,13 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.service_durability.processes import (
-    loadgen,
-    redis_server,
-    service,
-    wait_ready,
-    wait_redis,
-)
+from benchmarks.service_durability.processes import learner_and_replica, loadgen
 
 FRESHNESS_MODELS = (
     ("DoS rank 16 over 2^18 hashed features (134 MB state)", 16, 1 << 18),
@@ -51,46 +45,27 @@ def freshness(args, tmp: Path) -> list[dict]:
     for label, rank, n_features in FRESHNESS_MODELS:
         directory = tmp / f"freshness-{rank}-{n_features}"
         directory.mkdir()
-        redis_process, redis_url = redis_server(directory, "everysec")
-        with redis_process:
-            wait_redis(redis_url)
-            env = {"LORENTZTRON_REDIS_URL": redis_url}
-            learner, learner_url = service({**env, "LORENTZTRON_ROLE": "learner"})
-            api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
-            with learner, api:
-                wait_ready(learner_url)
-                wait_ready(api_url)
-                spec = {
-                    "name": "m",
-                    "kind": "dos",
-                    "params": {"rank": rank},
-                    "input": {"hashed": n_features},
-                }
-                assert httpx.post(f"{api_url}/v1/models", json=spec).status_code == 201
-                deadline = time.monotonic() + 30
-                while httpx.get(f"{learner_url}/v1/models/m").status_code != 200:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
-                summary = loadgen(
-                    api_url,
-                    "feedback",
-                    args.freshness_duration,
-                    [
-                        "--rate",
-                        str(args.feedback_rate),
-                        "--model",
-                        "m",
-                        "--keep-model",
-                        "--rank",
-                        str(rank),
-                        "--n-features",
-                        str(n_features),
-                    ],  # fmt: skip
-                )
-                time.sleep(3)  # the last publications land
-                buckets, total, count = histogram(
-                    httpx.get(f"{api_url}/metrics").text, "lorentztron_freshness_seconds"
-                )
+        with learner_and_replica(directory, rank, n_features) as (_, api_url):
+            summary = loadgen(
+                api_url,
+                "feedback",
+                args.freshness_duration,
+                [
+                    "--rate",
+                    str(args.feedback_rate),
+                    "--model",
+                    "m",
+                    "--keep-model",
+                    "--rank",
+                    str(rank),
+                    "--n-features",
+                    str(n_features),
+                ],  # fmt: skip
+            )
+            time.sleep(3)  # the last publications land
+            buckets, total, count = histogram(
+                httpx.get(f"{api_url}/metrics").text, "lorentztron_freshness_seconds"
+            )
         rows.append(
             {
                 "model": label,

@@ -3,6 +3,7 @@ started on a free port and stopped when its block ends."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -112,3 +113,30 @@ def loadgen(url: str, mode: str, duration: float, extra: list[str] | None = None
         ]  # fmt: skip
         subprocess.run(args, check=False, cwd=ROOT, stdout=subprocess.DEVNULL)
         return json.loads(Path(out.name).read_text())
+
+
+@contextlib.contextmanager
+def learner_and_replica(directory: Path, rank: int, n_features: int, env: dict | None = None):
+    """Redis, one learner and one api replica, and a DoS model "m" of ``rank`` over
+    ``n_features`` hashed features that the learner has taken: yields (learner, api) URLs."""
+    redis_process, redis_url = redis_server(directory, "everysec")
+    with redis_process:
+        wait_redis(redis_url)
+        env = {"LORENTZTRON_REDIS_URL": redis_url, **(env or {})}
+        learner, learner_url = service({**env, "LORENTZTRON_ROLE": "learner"})
+        api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
+        with learner, api:
+            wait_ready(learner_url)
+            wait_ready(api_url)
+            spec = {
+                "name": "m",
+                "kind": "dos",
+                "params": {"rank": rank},
+                "input": {"hashed": n_features},
+            }
+            assert httpx.post(f"{api_url}/v1/models", json=spec, timeout=60).status_code == 201
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{learner_url}/v1/models/m").status_code != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            yield learner_url, api_url

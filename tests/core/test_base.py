@@ -158,3 +158,68 @@ def test_a_state_written_before_classes_existed_still_loads():
     changed = {**old, "params": {**old["params"], "classes": ["a", "b", "d"]}}
     with pytest.raises(ValueError, match="different hyperparameters"):
         model.set_state(changed)
+
+
+def _local_models():
+    from core.averaging import Averaged
+    from core.calibration import Calibrated
+    from core.dos import DoSClassifier
+    from core.linear import LinearPA
+    from core.multiclass import OneVsOne, OneVsRest
+
+    dos = DoSClassifier(n_features=12, rank=3, seed=1)
+    return [
+        (dos, [-1, 1]),
+        (LinearPA(n_features=12, mode="pa1"), [-1, 1]),
+        (Calibrated(model=dos), [-1, 1]),
+        (OneVsOne(base=dos, classes=[0, 1, 2]), [0, 1, 2]),
+        (OneVsRest(base=LinearPA(n_features=12), classes=[0, 1, 2]), [0, 1, 2]),
+        (Averaged(model=OneVsOne(base=dos, classes=[0, 1, 2]), interval=3), [0, 1, 2]),
+    ]
+
+
+@pytest.mark.parametrize("model, labels", _local_models())
+def test_learning_changes_only_the_rows_of_an_examples_features(model, labels):
+    """``feature_axes``: a sparse example changes the declared arrays only in the rows of
+    its non-zeros and of the bias, bit for bit elsewhere; and it does change them."""
+    rng = np.random.default_rng(0)
+    model = model.clone()
+    axes = model.feature_axes()
+    assert axes, type(model).__name__
+    moved = set()
+    for step in range(12):
+        indices = np.sort(rng.choice(12, size=3, replace=False))
+        values = rng.standard_normal(3)
+        before = {name: np.array(array) for name, array in model.arrays()}
+        model.learn_one((indices, values), labels[step % len(labels)])
+        after = dict(model.arrays())
+        touched = np.append(indices, 12)
+        for name, axis in axes.items():
+            assert after[name].shape[axis] == 13, name
+            outside = np.setdiff1d(np.arange(13), touched)
+            np.testing.assert_array_equal(
+                np.take(after[name], outside, axis=axis),
+                np.take(before[name], outside, axis=axis),
+                err_msg=name,
+            )
+            if not np.array_equal(after[name], before[name]):
+                moved.add(name)
+    assert moved  # (the test is not vacuous)
+
+
+def test_set_scalars_loads_every_scalar_checked():
+    from core.averaging import Averaged
+    from core.dos import DoSClassifier
+
+    source = Averaged(model=DoSClassifier(n_features=3, rank=1), interval=2)
+    source.learn_many(np.eye(3), [1, -1, 1])
+    target = Averaged(model=DoSClassifier(n_features=3, rank=1), interval=2)
+    scalars = source.get_state_meta()["scalars"]
+    target.set_scalars(scalars)
+    assert target.get_state_meta()["scalars"] == scalars
+    with pytest.raises(ValueError, match="misses scalar"):
+        target.set_scalars({k: v for k, v in scalars.items() if k != "live.n_seen_"})
+    with pytest.raises(ValueError, match="unknown"):
+        target.set_scalars({**scalars, "extra": 1})
+    with pytest.raises(ValueError, match="count"):
+        target.set_scalars({**scalars, "n_seen_": -1})

@@ -55,6 +55,13 @@ class ServiceProcess:
             self.process.wait(timeout=10)
             self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the process (every thread of it) stops where it is, holding its state."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()

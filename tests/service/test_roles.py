@@ -73,6 +73,9 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
             assert count and float(count.group(1)) > 0
             assert float(total.group(1)) / float(count.group(1)) < 1.0  # mean delay < 1 s
             assert f'lorentztron_model_version{{model="m"}} {float(batches)}' in metrics
+            # versions after the first come as deltas (service.deltas)
+            deltas = re.search(r'lorentztron_version_loads_total\{kind="delta"\} (\S+)', metrics)
+            assert deltas and float(deltas.group(1)) > 0
 
         # a model deleted on one replica disappears everywhere
         assert httpx.delete(f"{replicas[1].url}/v1/models/m").status_code == 204

@@ -73,9 +73,9 @@ def test_redis_store(redis_server):
     store.save("m", 5, encode("m", 5, {}, trained_state()), retention=2)
     keys = sorted(k.decode() for k in store.client.keys("*"))
     assert keys == [
-        "test:model:m:latest",
-        "test:model:m:snapshot:5",
-        "test:model:m:versions",
+        "test:model:{m}:latest",
+        "test:model:{m}:snapshot:5",
+        "test:model:{m}:versions",
         "test:models",
     ]
     store.close()
@@ -133,3 +133,37 @@ def test_local_tombstones(tmp_path):
     store.delete("m")
     store.clear_deleting("m")
     assert store.deleting() == [] and not (tmp_path / "m").exists()
+
+
+def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
+    """A blob goes to Redis a chunk per command (other clients' commands run between them)
+    and comes back whole."""
+    import service.store
+
+    monkeypatch.setattr(service.store, "UPLOAD_CHUNK", 400)
+    store = RedisStore(redis_server.url, prefix="c")
+    blob = bytes(encode("m", 1, {}, trained_state()))
+    assert len(blob) > 3 * 400
+    store.save("m", 1, blob, retention=2)
+    assert store.load("m") == blob
+    assert store.client.keys("c:model:{m}:upload:*") == []
+    store.close()
+
+
+def test_redis_keys_of_the_layout_before_hash_tags_are_moved(redis_server):
+    """A model written before the keys had hash tags (``{prefix}:model:<name>:...``) is
+    found again after the upgrade, with its incarnation and log; once only."""
+    store = RedisStore(redis_server.url, prefix="u")
+    client = store.client
+    client.set("u:model:m:snapshot:3", bytes(encode("m", 3, {}, trained_state())))
+    client.zadd("u:model:m:versions", {"3": 3})
+    client.set("u:model:m:latest", "3")
+    client.set("u:model:m:incarnation", "old")
+    client.xadd("u:model:m:log", {"r": b"record"})
+    client.sadd("u:models", "m")
+    assert store.upgrade() == ["m"]
+    assert decode(store.load("m"))[0]["version"] == 3
+    assert store.incarnation("m") == "old" and client.xlen(store.keys.log("m")) == 1
+    assert client.keys("u:model:m:*") == []
+    assert store.upgrade() == []
+    store.close()

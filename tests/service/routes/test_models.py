@@ -57,6 +57,7 @@ def test_create_list_get_delete(client):
         ({"kind": "forest", "input": {"n_features": 3}}, "invalid_input", "kind"),
         ({"kind": "dos", "input": {"n_features": 3, "hashed": 8}}, "invalid_input", "exactly one"),
         ({"kind": "dos", "input": {"n_features": 0}}, "invalid_input", "n_features"),
+        ({"kind": "dos", "input": {"hashed": True}}, "invalid_input", "hashed"),
         ({"kind": "dos", "input": {"n_features": True}}, "invalid_input", "n_features"),
         (
             {"kind": "dos", "input": {"n_features": 3}, "averaging": {"interval": True}},

@@ -1,0 +1,340 @@
+"""Figures of the scale-out issue (sharded learners, delta publication), over real HTTP and
+a real Redis on this machine.
+
+1. Freshness with delta publication: one learner and one api replica, feedback posted to
+   the replica at ``--feedback-rate`` single-example requests/s (open loop) for
+   ``--freshness-duration`` s, on the 134 MB model (DoS rank 16 over 2^18 hashed features
+   with its time average); publication of whole versions (``FULL_SNAPSHOT_EVERY=1``, as
+   before deltas) against deltas (the default, a full snapshot every 40 publications);
+   the replica's ``lorentztron_freshness_seconds`` histogram and how it loaded versions.
+2. Takeover time: three learners share ``--models`` models under feedback; one is
+   SIGKILLed; the time from the kill until each of its models is owned (restored, learning)
+   by another learner, for two lease TTLs; and the takers' ``lorentztron_takeover_seconds``
+   (from the dead lease's deadline to the model restored).
+
+    python -m benchmarks.scale_out            # writes docs/scaling.md (+ scaling.json)
+    python -m benchmarks.scale_out --parts freshness   # re-measures one part, keeps the other
+    python -m benchmarks.scale_out --render --note "..."   # re-renders, with notes
+    python -m benchmarks.scale_out --quick    # seconds, prints only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import redis
+
+from benchmarks.environment import environment
+from benchmarks.markdown import replace_section
+from benchmarks.service_durability.freshness import histogram, quantile
+from benchmarks.service_durability.processes import (
+    learner_and_replica,
+    loadgen,
+    redis_server,
+    service,
+    wait_ready,
+    wait_redis,
+)
+from service.keys import RedisKeys
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+BEGIN, END = "<!-- scale-out:begin -->", "<!-- scale-out:end -->"
+HEADER = "# Scaling out\n"
+BIG = {"rank": 16, "n_features": 1 << 18, "label": "DoS rank 16 over 2^18 hashed (134 MB)"}
+
+
+def freshness(args, tmp: Path) -> list[dict]:
+    rows = []
+    model = (
+        {"rank": 2, "n_features": 1 << 10, "label": "DoS rank 2 over 2^10 (quick)"}
+        if args.quick
+        else BIG
+    )
+    publications = [("whole versions", "1"), ("deltas", str(args.full_every))]
+    for label, every in publications if not args.deltas_only else publications[1:]:
+        directory = tmp / f"freshness-{every}"
+        directory.mkdir()
+        env = {"LORENTZTRON_FULL_SNAPSHOT_EVERY": every}
+        with learner_and_replica(directory, model["rank"], model["n_features"], env) as urls:
+            api_url = urls[1]
+            summary = loadgen(
+                api_url,
+                "feedback",
+                args.freshness_duration,
+                [
+                    "--rate", str(args.feedback_rate), "--model", "m", "--keep-model",
+                    "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
+                ],
+            )  # fmt: skip
+            time.sleep(3)  # the last publications land
+            text = httpx.get(f"{api_url}/metrics").text
+        buckets, total, count = histogram(text, "lorentztron_freshness_seconds")
+        loads = dict(re.findall(r'lorentztron_version_loads_total\{kind="(\w+)"\} (\S+)', text))
+        rows.append(
+            {
+                "model": model["label"],
+                "publication": label,
+                "feedback_per_s": summary["throughput_rps"],
+                "requests": summary.get("requests"),
+                "errors": summary["errors"],
+                "p99_ms": summary["latency_ms"]["p99"],
+                "versions_loaded": count,
+                "loads": {kind: float(n) for kind, n in loads.items()},
+                "mean_s": total / count if count else None,
+                "over_1s": count - dict(buckets).get(1.0, 0.0),
+                "buckets": buckets,
+                "p50_le_s": quantile(buckets, 0.5) if count else None,
+                "p99_le_s": quantile(buckets, 0.99) if count else None,
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def _feedback(url: str, names: list[str], stop: threading.Event) -> None:
+    rng = np.random.default_rng(0)
+    with httpx.Client(timeout=10) as client:
+        while not stop.is_set():
+            name = names[rng.integers(len(names))]
+            body = {"examples": [{"x": rng.standard_normal(4).tolist(), "label": 1}]}
+            try:
+                client.post(f"{url}/v1/models/{name}/feedback", json=body)
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.01)
+
+
+def _owners(client, keys: RedisKeys, names: list[str]) -> list[str | None]:
+    values = [client.get(keys.lease(name)) for name in names]
+    return [v.decode().rsplit(" ", 1)[0] if v else None for v in values]
+
+
+def takeover(args, tmp: Path) -> list[dict]:
+    rows = []
+    keys = RedisKeys("takeover")
+    names = [f"t{i:02d}" for i in range(args.models)]
+    for ttl in args.ttls:
+        times, histogram = [], []
+        for repeat in range(args.repeats):
+            directory = tmp / f"takeover-{ttl}-{repeat}"
+            directory.mkdir()
+            redis_process, redis_url = redis_server(directory, "everysec")
+            with redis_process:
+                wait_redis(redis_url)
+                env = {
+                    "LORENTZTRON_REDIS_URL": redis_url,
+                    "LORENTZTRON_REDIS_PREFIX": "takeover",
+                    "LORENTZTRON_LEASE_TTL": str(ttl),
+                    "LORENTZTRON_POLL_INTERVAL": "0.5",
+                }
+                learners = [service({**env, "LORENTZTRON_ROLE": "learner"}) for _ in range(3)]
+                api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
+                client = redis.Redis.from_url(redis_url)
+                with api, learners[0][0], learners[1][0], learners[2][0]:
+                    for _, url in (*learners, (api, api_url)):
+                        wait_ready(url)
+                    for name in names:
+                        spec = {"name": name, "kind": "dos", "input": {"n_features": 4}}
+                        httpx.post(f"{api_url}/v1/models", json=spec, timeout=30)
+
+                    def owners(client=client):
+                        return _owners(client, keys, names)
+
+                    deadline = time.monotonic() + 60
+                    while None in owners() or len(set(owners())) < 3:
+                        assert time.monotonic() < deadline, "models not placed"
+                        time.sleep(0.1)
+                    stop = threading.Event()
+                    load = threading.Thread(target=_feedback, args=(api_url, names, stop))
+                    load.start()
+                    time.sleep(1)
+                    victim = learners[0][0].process
+                    mine = {
+                        n for n, o in zip(names, owners(), strict=True) if f"-{victim.pid}-" in o
+                    }
+                    victim.kill()
+                    victim.wait()
+                    killed = time.monotonic()
+                    taken: dict[str, float] = {}
+                    while len(taken) < len(mine):
+                        for name, owner in zip(names, owners(), strict=True):
+                            if (
+                                name in mine
+                                and name not in taken
+                                and owner
+                                and (f"-{victim.pid}-" not in owner)
+                            ):
+                                taken[name] = time.monotonic() - killed
+                        assert time.monotonic() - killed < 10 * ttl, "no takeover"
+                        time.sleep(0.02)
+                    stop.set()
+                    load.join()
+                    for _, url in learners[1:]:
+                        text = httpx.get(f"{url}/metrics").text
+                        found = re.search(r"^lorentztron_takeover_seconds_sum (\S+)$", text, re.M)
+                        n = re.search(r"^lorentztron_takeover_seconds_count (\S+)$", text, re.M)
+                        if n and float(n.group(1)):
+                            histogram.append((float(found.group(1)), float(n.group(1))))
+                times += list(taken.values())
+                client.close()
+        total = sum(s for s, _ in histogram)
+        count = sum(n for _, n in histogram)
+        rows.append(
+            {
+                "ttl_s": ttl,
+                "models_taken": len(times),
+                "median_s": statistics.median(times),
+                "max_s": max(times),
+                "metric_mean_s": total / count if count else None,
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def render(result: dict) -> str:
+    settings = result["settings"]
+
+    def measured(part: str) -> str:
+        run = result["runs"][part]
+        return (
+            f"Measured on {run['date']} (commit {run['commit']}, {run['cpus']} CPUs: "
+            f"{run['cpu']}, load average before {run['load_before']}, after "
+            f"{run['load_after']})."
+        )
+
+    lines = [
+        "## Freshness with delta publication, and takeover time",
+        "",
+        "Written by `python -m benchmarks.scale_out`. The learner(s), the replica, Redis and "
+        "the load generator share this machine's 2 cores with other work (the load averages "
+        "say how much): read the figures as orders of magnitude.",
+        "",
+        "### Freshness: acknowledged feedback to the replica serving it",
+        "",
+        measured("freshness"),
+        "",
+        f"One learner, one api replica, Redis (`appendfsync everysec`); single-example "
+        f"feedback posted to the replica at {settings['feedback_rate']:,.0f} requests/s (open "
+        f"loop, `deploy/loadtest/loadgen.py --client raw`) for "
+        f"{settings['freshness_duration']:g} s; publication every 0.25 s, a full snapshot "
+        f"every {settings.get('full_every', 40)} publications with deltas. Freshness: the "
+        "replica's `lorentztron_freshness_seconds` (per loaded version, the delay of its "
+        "oldest new record; quantiles as the upper bound of their bucket).",
+        "",
+        "| model | publication | feedback/s reached | errors | feedback p99 ms | versions "
+        "loaded (deltas / full) | mean s | p50 <= s | p99 <= s | versions over 1 s |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for row in result["freshness"]:
+        loads = row["loads"]
+        loaded = (
+            f"{row['versions_loaded']:.0f} ({loads.get('delta', 0):.0f} / "
+            f"{loads.get('full', 0) + loads.get('missed', 0):.0f})"
+        )
+        mean = f"{row['mean_s']:.3f}" if row["mean_s"] is not None else "-"
+        lines.append(
+            f"| {row['model']} | {row['publication']} | {row['feedback_per_s']:,.0f} | "
+            f"{row['errors']} | {row['p99_ms']:.1f} | {loaded} | {mean} | "
+            f"{row['p50_le_s']} | {row['p99_le_s']} | {row['over_1s']:.0f} |"
+        )
+    lines += [
+        "",
+        "### Takeover time",
+        "",
+        measured("takeover"),
+        "",
+        f"Three learners share {settings['models']} models (DoS on 4 features) under light "
+        "feedback through an api replica; one learner is SIGKILLed. Time from the kill until "
+        "each of its models is owned by another learner (restored and learning), over "
+        f"{settings['repeats']} runs; and the takers' `lorentztron_takeover_seconds` (from "
+        "the dead lease's deadline to the model restored). The bound is twice the TTL.",
+        "",
+        "| lease TTL s | models taken over | median s | max s | bound s | metric mean s |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["takeover"]:
+        metric = f"{row['metric_mean_s']:.3f}" if row["metric_mean_s"] is not None else "-"
+        lines.append(
+            f"| {row['ttl_s']:g} | {row['models_taken']} | {row['median_s']:.2f} | "
+            f"{row['max_s']:.2f} | {2 * row['ttl_s']:g} | {metric} |"
+        )
+    for note in result.get("notes", []):
+        lines += ["", note]
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", default="freshness,takeover")
+    parser.add_argument("--feedback-rate", type=float, default=1000.0)
+    parser.add_argument("--freshness-duration", type=float, default=40.0)
+    parser.add_argument("--full-every", type=int, default=40, help="FULL_SNAPSHOT_EVERY")
+    parser.add_argument("--deltas-only", action="store_true", help="skip whole versions")
+    parser.add_argument("--output", type=Path, help="write the results JSON here, not docs/")
+    parser.add_argument("--models", type=int, default=12)
+    parser.add_argument("--ttls", type=float, nargs="+", default=[2.0, 10.0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--note", action="append", default=[], help="a paragraph under the tables")
+    parser.add_argument("--quick", action="store_true", help="tiny runs, print only")
+    parser.add_argument(
+        "--render", action="store_true", help="measure nothing: re-render docs/scaling.json"
+    )
+    args = parser.parse_args(argv)
+    if args.render:
+        result = json.loads((DOCS / "scaling.json").read_text())
+        result["notes"] = args.note or result.get("notes", [])
+        (DOCS / "scaling.json").write_text(json.dumps(result, indent=1) + "\n")
+        replace_section(DOCS / "scaling.md", BEGIN, END, render(result), HEADER)
+        return 0
+    if args.quick:
+        args.feedback_rate, args.freshness_duration = 100.0, 2.0
+        args.models, args.ttls, args.repeats = 3, [1.0], 1
+    parts = args.parts.split(",")
+    previous = {}
+    if not args.quick and (DOCS / "scaling.json").exists():
+        previous = json.loads((DOCS / "scaling.json").read_text())
+    result = {
+        "settings": {k: v for k, v in vars(args).items() if k not in ("note", "output")},
+        "notes": args.note or previous.get("notes", []),
+        "runs": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="lorentztron-scale-out-") as tmp:
+        for name, function in (("freshness", freshness), ("takeover", takeover)):
+            if name not in parts and name in previous.get("runs", {}):
+                # not measured now: the last run's rows, with their own date and settings
+                result[name], result["runs"][name] = previous[name], previous["runs"][name]
+                continue
+            run = {
+                **environment(),
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "load_before": round(os.getloadavg()[0], 2),
+            }
+            result[name] = function(args, Path(tmp)) if name in parts else []
+            run["load_after"] = round(os.getloadavg()[0], 2)
+            result["runs"][name] = run
+    if args.quick:
+        print(render(result))
+        return 0
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=1) + "\n")
+        return 0
+    (DOCS / "scaling.json").write_text(json.dumps(result, indent=1) + "\n")
+    replace_section(DOCS / "scaling.md", BEGIN, END, render(result), HEADER)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
