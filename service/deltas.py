@@ -93,10 +93,18 @@ def gather(estimator, axes: dict[str, int], rows: np.ndarray, since_averaging: i
         axis = axes.get(name)
         if axis is not None:
             arrays[name + ROWS] = rows
-            arrays[name + VALUES] = np.take(array, rows, axis=axis)
+            arrays[name + VALUES] = take_rows(array, rows, axis)
         elif moved or not name.startswith("average."):
             arrays[name] = np.array(array, order="K", copy=True)
     return arrays
+
+
+def take_rows(array: np.ndarray, rows: np.ndarray, axis: int) -> np.ndarray:
+    """``np.take(array, rows, axis=axis)``, gathered as whole rows of the feature-major view:
+    DoS's ``U_`` (rank, n_features + 1) is a transposed view of feature-major storage, along
+    whose axis 1 ``np.take`` walks element by element (100 ms for 28,000 rows of rank 16
+    where this takes 2 ms, under the model's read lock)."""
+    return np.moveaxis(np.moveaxis(array, axis, 0)[rows], 0, axis)
 
 
 def averaging_count(estimator) -> int | None:
@@ -208,9 +216,11 @@ def apply(estimator, axes: dict[str, int], delta: dict[str, np.ndarray]) -> None
 @dataclass
 class Chain:
     """A learner's publication chain of one model: the version replicas build on, its
-    digest, the average's step count then, publications since the last full snapshot."""
+    digest, the average's step count then, publications since the last full snapshot, and
+    whether the next publication writes one (asked for by the worker)."""
 
     base: int
     digest: RowDigest
     averaged: int | None
     since_full: int = 0
+    full_due: bool = False

@@ -107,3 +107,35 @@ def test_deltas_are_stored_fenced_and_deleted(redis_server):
         store.save_delta("m", 6, blob, retention=3, incarnation="i", fence="B 2")
     store.delete("m")
     assert store.client.keys("t:model:{m}:*") == [b"t:model:{m}:deleted"]
+
+
+@pytest.mark.parametrize(
+    "layout", ["feature-major view", "C", "F", "one-dimensional", "three-dimensional"]
+)
+def test_rows_are_taken_as_np_take_does(layout):
+    """``take_rows`` gathers rows through the feature-major view (DoS keeps ``U_`` as a
+    transposed view of feature-major storage): the same values and shape as ``np.take``."""
+    rng = np.random.default_rng(3)
+    n = N_FEATURES + 1
+    array, axis = {
+        "feature-major view": (rng.standard_normal((n, 6))[:, :3].T, 1),
+        "C": (rng.standard_normal((3, n)), 1),
+        "F": (np.asfortranarray(rng.standard_normal((3, n))), 1),
+        "one-dimensional": (rng.standard_normal(n), 0),
+        "three-dimensional": (rng.standard_normal((2, n, 3)), 1),
+    }[layout]
+    for rows in (np.array([], dtype=np.int64), np.array([n - 1]), np.sort(rng.choice(n, 9))):
+        taken = deltas.take_rows(array, rows, axis)
+        expected = np.take(array, rows, axis=axis)
+        assert taken.shape == expected.shape
+        np.testing.assert_array_equal(taken, expected)
+
+
+def test_a_dos_delta_holds_the_rows_of_u_and_v():
+    learner = DoSClassifier(n_features=N_FEATURES, rank=3, seed=4)
+    axes = deltas.local_axes(learner, N_FEATURES)
+    rows = np.array([0, 5, N_FEATURES])
+    arrays = deltas.gather(learner, axes, rows, None)
+    for name in ("U_", "V_"):
+        np.testing.assert_array_equal(arrays[name + deltas.ROWS], rows)
+        np.testing.assert_array_equal(arrays[name + deltas.VALUES], getattr(learner, name)[:, rows])
