@@ -105,11 +105,22 @@ class SnapshotWriter:
         self.metrics.snapshot_time.labels(live.name).set(live.last_snapshot_at)
         return SnapshotMeta(live.name, capture.version, live.last_snapshot_at, len(blob))
 
-    def snapshot(self, live: LiveModel, force: bool = False) -> SnapshotMeta | None:
+    def snapshot(
+        self, live: LiveModel, force: bool = False, wait: bool = True
+    ) -> SnapshotMeta | None:
         """Write the model's snapshot now (None if unchanged and not forced): the arrays are
-        copied under its read lock, encoded and stored without it."""
+        copied under its read lock, encoded and stored without it. A model a learner
+        publishes by deltas gets its full snapshot from its next publication, written in
+        the background, unless ``wait`` (a hand-over, a shutdown, the snapshot route):
+        written under ``snapshot_lock``, it would hold the deltas back for the seconds
+        that 134 MB take to encode and upload."""
         if not force and live.version == live.last_snapshot_version:
             return None  # unchanged: no copy of the state at all
+        chain = live.publication
+        if not wait and isinstance(chain, deltas.Chain):
+            if not live.full_lock.locked():  # (else one is being written: it will do)
+                chain.full_due = True
+            return None
         with live.snapshot_lock:  # the capture's buffers are reused by the next capture
             if isinstance(live.publication, deltas.Chain):
                 return self._publish(live, full=True, wait=True)
@@ -126,7 +137,7 @@ class SnapshotWriter:
         if self.full_every is None or getattr(self.store, "save_delta", None) is None:
             return self.snapshot(live)
         chain = live.publication
-        if isinstance(chain, deltas.Chain) and live.version == chain.base:
+        if isinstance(chain, deltas.Chain) and live.version == chain.base and not chain.full_due:
             return None
         with live.snapshot_lock:
             return self._publish(live, full=False, wait=False)
@@ -141,7 +152,7 @@ class SnapshotWriter:
         if chain is None:
             with live.full_lock:
                 return self._start(live, started)
-        full = full or chain.since_full + 1 >= self.full_every
+        full = full or chain.full_due or chain.since_full + 1 >= self.full_every
         if full and not live.full_lock.acquire(blocking=wait):
             full = False  # the previous full snapshot is still being written: a delta now
         handed = False
@@ -215,6 +226,7 @@ class SnapshotWriter:
         chain.digest.commit(total, updates)
         chain.base, chain.averaged = capture.version, averaged
         chain.since_full = 0 if full else chain.since_full + 1
+        chain.full_due = chain.full_due and not full
         self.metrics.publication_size.labels("full" if full else "delta").observe(len(delta))
         if full and not wait:
             extra = {**header, "digest": str(total)}

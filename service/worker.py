@@ -67,7 +67,8 @@ class SnapshotWorker:
                 continue
             try:
                 with self.models.use(live.name):
-                    self.models.writer.snapshot(live)
+                    # (a learner's chained model: written by its next publication)
+                    self.models.writer.snapshot(live, wait=final)
             except NotFound:  # deleted meanwhile
                 continue
             except Exception as error:
