@@ -62,44 +62,102 @@ def freshness(args, tmp: Path) -> list[dict]:
         else BIG
     )
     publications = [("whole versions", "1"), ("deltas", str(args.full_every))]
-    for label, every in publications if not args.deltas_only else publications[1:]:
-        directory = tmp / f"freshness-{every}"
+    runs = [
+        (label, every, run)
+        for label, every in (publications if not args.deltas_only else publications[1:])
+        for run in range(args.freshness_repeats)
+    ]
+    for label, every, run in runs:
+        directory = tmp / f"freshness-{every}-{run}"
         directory.mkdir()
+        load_before = round(os.getloadavg()[0], 2)
         env = {"LORENTZTRON_FULL_SNAPSHOT_EVERY": every}
         with learner_and_replica(directory, model["rank"], model["n_features"], env) as urls:
             api_url = urls[1]
+            options = [
+                "--model", "m", "--keep-model",
+                "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
+            ]  # fmt: skip
+            before = follow(api_url, options, full=every == "1")
             summary = loadgen(
                 api_url,
                 "feedback",
                 args.freshness_duration,
-                [
-                    "--rate", str(args.feedback_rate), "--model", "m", "--keep-model",
-                    "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
-                ],
-            )  # fmt: skip
+                ["--rate", str(args.feedback_rate), *options],
+            )
             time.sleep(3)  # the last publications land
-            text = httpx.get(f"{api_url}/metrics").text
-        buckets, total, count = histogram(text, "lorentztron_freshness_seconds")
-        loads = dict(re.findall(r'lorentztron_version_loads_total\{kind="(\w+)"\} (\S+)', text))
+            after = replica_figures(httpx.get(f"{api_url}/metrics").text)
+        buckets, total, count, loads = since(after, before)
         rows.append(
             {
                 "model": model["label"],
                 "publication": label,
+                "run": run,
+                "load_before": load_before,
+                "load_after": round(os.getloadavg()[0], 2),
                 "feedback_per_s": summary["throughput_rps"],
                 "requests": summary.get("requests"),
                 "errors": summary["errors"],
                 "p99_ms": summary["latency_ms"]["p99"],
                 "versions_loaded": count,
-                "loads": {kind: float(n) for kind, n in loads.items()},
+                "loads": loads,
                 "mean_s": total / count if count else None,
                 "over_1s": count - dict(buckets).get(1.0, 0.0),
                 "buckets": buckets,
                 "p50_le_s": quantile(buckets, 0.5) if count else None,
                 "p99_le_s": quantile(buckets, 0.99) if count else None,
+                "p99_s": interpolated(buckets, 0.99) if count else None,
             }
         )
         print(rows[-1], flush=True)
     return rows
+
+
+def replica_figures(text: str) -> tuple:
+    """(freshness buckets, sum, count, version loads by kind) of a replica's /metrics."""
+    buckets, total, count = [], 0.0, 0.0
+    if 'lorentztron_freshness_seconds_count{model="m"}' in text:  # (once a version is loaded)
+        buckets, total, count = histogram(text, "lorentztron_freshness_seconds")
+    loads = re.findall(r'lorentztron_version_loads_total\{kind="(\w+)"\} (\S+)', text)
+    return buckets, total, count, {kind: float(n) for kind, n in loads}
+
+
+def since(after: tuple, before: tuple) -> tuple:
+    """The replica's figures of the measurement: ``after`` less ``before`` (the warm-up)."""
+    start = dict(before[0])
+    buckets = [(le, n - start.get(le, 0.0)) for le, n in after[0]]
+    loads = {kind: n - before[3].get(kind, 0.0) for kind, n in after[3].items()}
+    return buckets, after[1] - before[1], after[2] - before[2], loads
+
+
+def follow(api_url: str, options: list[str], full: bool, timeout: float = 180.0) -> tuple:
+    """Warm up: a little feedback, until the replica has loaded a version published after
+    it (with deltas: a delta, i.e. it follows the chain; its first load of the 134 MB
+    state is a start-up, not the freshness of feedback). The replica's figures then."""
+    kind = "full" if full else "delta"
+    deadline = time.monotonic() + timeout
+    while True:
+        loadgen(api_url, "feedback", 1.0, ["--rate", "50", "--warmup", "0", *options])
+        for _ in range(20):
+            figures = replica_figures(httpx.get(f"{api_url}/metrics").text)
+            if figures[2] and figures[3].get(kind, 0.0) >= 1 + full:
+                return figures
+            time.sleep(0.5)
+        if time.monotonic() > deadline:
+            raise RuntimeError("the replica loaded no published version")
+
+
+def interpolated(buckets: list[tuple[float, float]], q: float) -> float:
+    """Quantile q interpolated linearly inside its bucket (as Prometheus's
+    ``histogram_quantile``): the bucket bounds say where it is to a bucket's width only."""
+    total, lower, below = buckets[-1][1], 0.0, 0.0
+    for le, count in buckets:
+        if count >= q * total:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * (q * total - below) / max(count - below, 1e-12)
+        lower, below = le, count
+    return float("inf")
 
 
 def _feedback(url: str, names: list[str], stop: threading.Event) -> None:
@@ -203,6 +261,28 @@ def takeover(args, tmp: Path) -> list[dict]:
     return rows
 
 
+def medians(rows: list[dict]) -> list[str]:
+    """A line per publication measured more than once: the medians over its runs."""
+    lines = []
+    for publication in dict.fromkeys(row["publication"] for row in rows):
+        runs = [row for row in rows if row["publication"] == publication and row["versions_loaded"]]
+        if len(runs) < 2:
+            continue
+
+        def median(key, runs=runs):
+            return statistics.median(row[key] for row in runs)
+
+        over = statistics.median(row["over_1s"] / row["versions_loaded"] for row in runs)
+        lines += [
+            "",
+            f"Median of the {len(runs)} runs with {publication}: {median('feedback_per_s'):,.0f} "
+            f"feedback/s, feedback p99 {median('p99_ms'):.0f} ms, freshness mean "
+            f"{median('mean_s'):.3f} s, p99 <= {median('p99_le_s')} s (interpolated "
+            f"{median('p99_s'):.2f} s), {100 * over:.1f}% of the versions over 1 s.",
+        ]
+    return lines
+
+
 def render(result: dict) -> str:
     settings = result["settings"]
 
@@ -231,11 +311,15 @@ def render(result: dict) -> str:
         f"{settings['freshness_duration']:g} s; publication every 0.25 s, a full snapshot "
         f"every {settings.get('full_every', 40)} publications with deltas. Freshness: the "
         "replica's `lorentztron_freshness_seconds` (per loaded version, the delay of its "
-        "oldest new record; quantiles as the upper bound of their bucket).",
+        "oldest new record; buckets of 0.1 s up to 2 s), counted from the end of a warm-up "
+        "(a little feedback until the replica has loaded a published version: its first "
+        "load of the whole state is its start-up, not the freshness of feedback); "
+        "quantiles as the upper bound of their bucket, and the p99 interpolated inside it.",
         "",
-        "| model | publication | feedback/s reached | errors | feedback p99 ms | versions "
-        "loaded (deltas / full) | mean s | p50 <= s | p99 <= s | versions over 1 s |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| model | publication | run (load average before / after) | feedback/s reached | "
+        "errors | feedback p99 ms | versions loaded (deltas / full) | mean s | p50 <= s | "
+        "p99 <= s | p99 s (interpolated) | versions over 1 s |",
+        "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in result["freshness"]:
         loads = row["loads"]
@@ -244,11 +328,16 @@ def render(result: dict) -> str:
             f"{loads.get('full', 0) + loads.get('missed', 0):.0f})"
         )
         mean = f"{row['mean_s']:.3f}" if row["mean_s"] is not None else "-"
+        p99 = f"{row['p99_s']:.2f}" if row.get("p99_s") is not None else "-"
+        run = "-"
+        if "run" in row:
+            run = f"{row['run'] + 1} ({row['load_before']} / {row['load_after']})"
         lines.append(
-            f"| {row['model']} | {row['publication']} | {row['feedback_per_s']:,.0f} | "
+            f"| {row['model']} | {row['publication']} | {run} | {row['feedback_per_s']:,.0f} | "
             f"{row['errors']} | {row['p99_ms']:.1f} | {loaded} | {mean} | "
-            f"{row['p50_le_s']} | {row['p99_le_s']} | {row['over_1s']:.0f} |"
+            f"{row['p50_le_s']} | {row['p99_le_s']} | {p99} | {row['over_1s']:.0f} |"
         )
+    lines += medians(result["freshness"])
     lines += [
         "",
         "### Takeover time",
@@ -283,6 +372,7 @@ def main(argv=None) -> int:
     parser.add_argument("--freshness-duration", type=float, default=40.0)
     parser.add_argument("--full-every", type=int, default=40, help="FULL_SNAPSHOT_EVERY")
     parser.add_argument("--deltas-only", action="store_true", help="skip whole versions")
+    parser.add_argument("--freshness-repeats", type=int, default=1, help="runs of each")
     parser.add_argument("--output", type=Path, help="write the results JSON here, not docs/")
     parser.add_argument("--models", type=int, default=12)
     parser.add_argument("--ttls", type=float, nargs="+", default=[2.0, 10.0])
