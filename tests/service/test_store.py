@@ -147,6 +147,31 @@ def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
     store.save("m", 1, blob, retention=2)
     assert store.load("m") == blob
     assert store.client.keys("c:model:{m}:upload:*") == []
+    for size in (400, 800, 801):  # one chunk; whole chunks; a short last chunk
+        store.save("m", 2, blob[:size], retention=2)
+        assert store.client.get(store.keys.snapshot("m", 2)) == blob[:size]
+    store.close()
+
+
+def test_an_interrupted_upload_expires(redis_server, monkeypatch):
+    """An upload cut short (a learner killed mid-way) leaves a key that Redis drops."""
+    import service.store
+
+    monkeypatch.setattr(service.store, "UPLOAD_CHUNK", 400)
+    store = RedisStore(redis_server.url, prefix="c")
+    setrange, calls = store.client.setrange, []
+
+    def cut_short(key, offset, value):
+        calls.append(offset)
+        if len(calls) > 2:
+            raise ConnectionError("killed")
+        return setrange(key, offset, value)
+
+    monkeypatch.setattr(store.client, "setrange", cut_short)
+    with pytest.raises(ConnectionError):
+        store.save("m", 1, bytes(encode("m", 1, {}, trained_state())), retention=2)
+    [upload] = store.client.keys("c:model:{m}:upload:*")
+    assert 0 < store.client.pttl(upload) <= service.store.UPLOAD_TTL_MS
     store.close()
 
 
