@@ -14,6 +14,7 @@ a real Redis on this machine.
 
     python -m benchmarks.scale_out            # writes docs/scaling.md (+ scaling.json)
     python -m benchmarks.scale_out --parts freshness   # re-measures one part, keeps the other
+    python -m benchmarks.scale_out --parts freshness --deltas-only --freshness-repeats 3
     python -m benchmarks.scale_out --render --note "..."   # re-renders, with notes
     python -m benchmarks.scale_out --quick    # seconds, prints only
 """
