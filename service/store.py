@@ -398,8 +398,8 @@ return 1
 UPLOAD_TTL_MS = 10 * 60 * 1000
 #: a blob is uploaded this many bytes per command: Redis runs one command at a time, and
 #: one SET of a 134 MB snapshot held every feedback append behind it for its whole transfer.
-#: A larger blob goes into a key made at its final size: grown by APPENDs, a 134 MB value
-#: was copied again at every chunk (1.3 s of Redis's time per snapshot, 80-100 ms a chunk)
+#: A larger blob goes into a key made at its final size: grown by APPENDs, a value is
+#: copied again at every chunk, and a 134 MB one held Redis for a second or more
 UPLOAD_CHUNK = 1 << 20
 
 
