@@ -291,6 +291,13 @@ def _dos_learn_batch(W, indptr, indices, values, y, mode, C, t0, scores, nus):
     learned). Squared norms of all rows are checked before the first update, so bad inputs
     apply nothing at all.
     """
+    return _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, PREFETCH_AHEAD)
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, ahead):
+    """``_dos_learn_batch`` prefetching the rows of the example ``ahead`` positions on (0: no
+    prefetching; the benchmarks compare)."""
     n_rows = indptr.shape[0] - 1
     for i in range(n_rows):
         s = 1.0
@@ -299,12 +306,11 @@ def _dos_learn_batch(W, indptr, indices, values, y, mode, C, t0, scores, nus):
         if not np.isfinite(s):
             return i, 0
     h = np.empty(W.shape[1])
-    for i in range(min(PREFETCH_AHEAD, n_rows)):
+    for i in range(min(ahead, n_rows)):
         _dos_prefetch_rows(W, indices[indptr[i] : indptr[i + 1]])
     for i in range(n_rows):
-        ahead = i + PREFETCH_AHEAD
-        if ahead < n_rows:
-            _dos_prefetch_rows(W, indices[indptr[ahead] : indptr[ahead + 1]])
+        if ahead > 0 and i + ahead < n_rows:
+            _dos_prefetch_rows(W, indices[indptr[i + ahead] : indptr[i + ahead + 1]])
         start, stop = indptr[i], indptr[i + 1]
         status, score, nu = _dos_step(
             W, indices[start:stop], values[start:stop], y[i], mode, C, t0 + i, h
@@ -318,15 +324,20 @@ def _dos_learn_batch(W, indptr, indices, values, y, mode, C, t0, scores, nus):
 
 @numba.njit(**NJIT_OPTIONS)
 def _dos_score_batch(W, indptr, indices, values, scores):
-    """Scores of every row of a CSR batch (rows prefetched ahead as in learning)."""
+    """Scores of every row of a CSR batch."""
+    _dos_score_rows(W, indptr, indices, values, scores, PREFETCH_AHEAD)
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_score_rows(W, indptr, indices, values, scores, ahead):
+    """``_dos_score_batch`` prefetching ``ahead`` examples on, as ``_dos_learn_rows``."""
     h = np.empty(W.shape[1])
     n_rows = indptr.shape[0] - 1
-    for i in range(min(PREFETCH_AHEAD, n_rows)):
+    for i in range(min(ahead, n_rows)):
         _dos_prefetch_rows(W, indices[indptr[i] : indptr[i + 1]])
     for i in range(n_rows):
-        ahead = i + PREFETCH_AHEAD
-        if ahead < n_rows:
-            _dos_prefetch_rows(W, indices[indptr[ahead] : indptr[ahead + 1]])
+        if ahead > 0 and i + ahead < n_rows:
+            _dos_prefetch_rows(W, indices[indptr[i + ahead] : indptr[i + ahead + 1]])
         start, stop = indptr[i], indptr[i + 1]
         a, b = _dos_score_into(W, indices[start:stop], values[start:stop], h)
         scores[i] = a - b

@@ -466,7 +466,8 @@ def test_parameters_are_aligned_to_two_cache_lines():
 
 
 def test_prefetch_is_only_a_hint():
-    from core.kernels.dos import _dos_prefetch_rows
+    from core.features import as_batch
+    from core.kernels.dos import _dos_learn_rows, _dos_prefetch_rows, _dos_score_rows
 
     for dtype, rank in ((np.float64, 16), (np.float32, 16), (np.float32, 3), (np.float64, 1)):
         W = np.arange(7 * 2 * rank, dtype=dtype).reshape(7, 2 * rank)
@@ -474,6 +475,22 @@ def test_prefetch_is_only_a_hint():
         _dos_prefetch_rows(W, np.array([0, 3, 6], dtype=np.int64))
         _dos_prefetch_rows(W, np.zeros(0, dtype=np.int64))
         np.testing.assert_array_equal(W, before)
+    # any prefetch distance learns and scores the same, bit for bit
+    rng = np.random.default_rng(24)
+    X = [(np.unique(rng.integers(0, 500, 9)), rng.standard_normal(9)) for _ in range(50)]
+    batch = as_batch([(i, v[: i.size]) for i, v in X], 500)
+    y = np.where(rng.random(50) < 0.5, 1.0, -1.0)
+    results = []
+    for ahead in (0, 1, 3, 100):
+        W = DoSClassifier(n_features=500, rank=4, seed=1, dtype="float32")._W
+        scores, nus, after = np.zeros(50), np.zeros(50), np.zeros(50)
+        args = (batch.indptr, batch.indices, batch.values)
+        assert _dos_learn_rows(W, *args, y, 1, 1.0, 0, scores, nus, ahead) == (-1, 50)
+        _dos_score_rows(W, *args, after, ahead)
+        results.append((W, scores, nus, after))
+    for result in results[1:]:
+        for got, want in zip(result, results[0], strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_float32_state_round_trip_and_dtype_checks():
