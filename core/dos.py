@@ -128,6 +128,8 @@ class DoSClassifier(BinaryClassifier):
     (True, 1.0)
     >>> model.U_.shape
     (2, 4)
+    >>> DoSClassifier(n_features=3, rank=2, dtype="float32").U_.dtype
+    dtype('float32')
     """
 
     _arrays = ("U_", "V_")
