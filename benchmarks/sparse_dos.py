@@ -245,6 +245,29 @@ def warm_up() -> None:
         _gather_rows(W, rows.indptr, rows.indices)
 
 
+def huge_page_megabytes() -> float | None:
+    """Anonymous memory of this process in transparent huge pages (Linux; None elsewhere):
+    numpy asks for them (madvise) on allocations of 4 MB and more, which spares the random
+    row accesses most TLB misses."""
+    try:
+        with open("/proc/self/smaps_rollup") as smaps:
+            for line in smaps:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def transparent_huge_pages() -> str:
+    """The kernel's THP mode, e.g. ``[madvise]``."""
+    try:
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().split()
+    except OSError:
+        return "unknown"
+    return next((m.strip("[]") for m in mode if m.startswith("[")), "unknown")
+
+
 def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -285,6 +308,10 @@ def summarise(cases: list[Case], facts: dict, n_features: int) -> dict:
     return {"table": table, "summary": summary, "ratios_float64_over_float32": ratios}
 
 
+def huge(megabytes: float | None) -> str:
+    return "n/a" if megabytes is None else f"{megabytes:,.0f} MB"
+
+
 def fmt(us: float | None) -> str:
     if us is None:
         return "n/a"
@@ -305,7 +332,10 @@ def render(result: dict) -> str:
         f"(float64) and {meta['parameter_megabytes']['float32']:.0f} MB (float32). "
         f"Microseconds of CPU time per example, median of {meta['repeats']} interleaved rounds "
         "(wall-clock medians beside them; runs of each are in `sparse_dos.json`); the ratio "
-        "is float64's median over float32's in the same run.",
+        "is float64's median over float32's in the same run. Transparent huge pages: "
+        f"{meta['transparent_huge_pages']} (numpy asks for them on large allocations); "
+        f"{huge(meta['huge_page_megabytes'])} of the process's memory was in huge pages at "
+        "the end of the run.",
         "",
         "| part | float64 CPU µs | float32 CPU µs | float64 / float32 | float64 wall µs "
         "| float32 wall µs |",
@@ -430,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         "features": f"2^{n_features.bit_length() - 1}",
         "parameter_megabytes": {d: facts[d]["parameter_megabytes"] for d in DTYPES},
         "facts": facts,
+        "huge_page_megabytes": huge_page_megabytes(),
+        "transparent_huge_pages": transparent_huge_pages(),
         "seconds": time.perf_counter() - started,
     }
     section = render(result)
