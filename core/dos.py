@@ -18,6 +18,7 @@ from core.kernels.dos import (
     _dos_score_batch,
 )
 from core.validation import (
+    check_choice,
     check_count,
     check_integer,
     check_n_features,
@@ -26,6 +27,23 @@ from core.validation import (
 )
 
 __all__ = ["DoSClassifier"]
+
+#: storage types of U and V (``dtype``)
+DTYPES = ("float64", "float32")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: alignment of the parameter array in bytes: two cache lines, so that a float32 row of rank
+#: 16 (128 bytes) spans 2 lines instead of 3 and a float64 one 4 instead of 5
+ALIGNMENT = 128
+
+
+def aligned_empty(shape: tuple[int, ...], dtype, alignment: int = ALIGNMENT) -> np.ndarray:
+    """An uninitialised C-contiguous array whose first element sits at a multiple of
+    ``alignment`` bytes (numpy only promises 16)."""
+    dtype = np.dtype(dtype)
+    n_bytes = int(np.prod(shape)) * dtype.itemsize
+    buffer = np.empty(n_bytes + alignment, dtype=np.uint8)
+    offset = -buffer.ctypes.data % alignment
+    return buffer[offset : offset + n_bytes].view(dtype).reshape(shape)
 
 
 class DoSClassifier(BinaryClassifier):
@@ -86,10 +104,16 @@ class DoSClassifier(BinaryClassifier):
         Seed of the initialisation.
     classes : list of 2 labels, optional
         The labels of the negative and the positive class (default: -1 and +1).
+    dtype : {"float64", "float32"}
+        Storage of U and V. float32 halves the memory and the memory traffic of a sparse
+        example (the time of a large model is spent waiting for its rows); projections,
+        norms and the step size are still computed in float64 from the stored values, so a
+        step equals the float64 step from the same parameters rounded to float32, and the
+        margin after an update holds to float32 precision instead of float64's.
 
     Attributes
     ----------
-    U_, V_ : ndarray of shape (rank, n_features + 1)
+    U_, V_ : ndarray of shape (rank, n_features + 1), of type ``dtype``
         The paper's U and V, bias column last: writable transposed views of one feature-major
         array of shape (n_features + 1, 2 * rank) whose row j holds column j of U then of V
         (a sparse example touches only the rows of its features, each contiguous).
@@ -104,6 +128,8 @@ class DoSClassifier(BinaryClassifier):
     (True, 1.0)
     >>> model.U_.shape
     (2, 4)
+    >>> DoSClassifier(n_features=3, rank=2, dtype="float32").U_.dtype
+    dtype('float32')
     """
 
     _arrays = ("U_", "V_")
@@ -121,6 +147,7 @@ class DoSClassifier(BinaryClassifier):
         init_scale: float | None = None,
         seed: int = 0,
         classes: list | None = None,
+        dtype: str = "float64",
     ):
         self.n_features = n_features
         self.rank = rank
@@ -133,6 +160,7 @@ class DoSClassifier(BinaryClassifier):
         self._mode, self._C = check_pa_params(mode, C)
         scale = 1.0 if init_scale is None else check_non_negative("init_scale", init_scale)
         check_integer("seed", seed)
+        self.dtype = check_choice("dtype", dtype, DTYPES)
         self._init_classes(classes)
         shape = (rank, n_features + 1)
         std = scale / np.sqrt(rank * (n_features + 1))
@@ -140,18 +168,29 @@ class DoSClassifier(BinaryClassifier):
         # feature-major storage [U^T | V^T]; U_ / V_ are transposed views of its halves
         U = rng.standard_normal(shape) * std
         V = rng.standard_normal(shape) * std
-        self._W = np.ascontiguousarray(np.hstack([U.T, V.T]))
+        if dtype == "float32" and max(np.abs(U).max(), np.abs(V).max()) > FLOAT32_MAX:
+            raise ValueError(f"init_scale {init_scale} overflows float32")
+        self._W = aligned_empty((n_features + 1, 2 * rank), dtype)
+        self._W[:, :rank] = U.T
+        self._W[:, rank:] = V.T
         self.U_ = self._W[:, :rank].T
         self.V_ = self._W[:, rank:].T
         self.n_seen_ = 0
         self.n_updates_ = 0
+
+    @property
+    def _overflow(self) -> str:
+        """What a refused step overflowed (``core.kernels.dos``: ``STEP_NOT_FINITE``)."""
+        if self.dtype == "float64":
+            return "squared norm or score overflows float64"
+        return "squared norm or score overflows float64, or its update float32"
 
     def _learn_row(self, indices, values, y: float) -> Step:
         status, score, nu = _dos_learn_one(
             self._W, indices, values, y, self._mode, self._C, self.n_seen_
         )
         if status != STEP_OK:
-            raise ValueError("the example's squared norm or score overflows float64")
+            raise ValueError(f"the example's {self._overflow}")
         self.n_seen_ += 1
         moved = nu > 0.0
         self.n_updates_ += moved
@@ -180,8 +219,7 @@ class DoSClassifier(BinaryClassifier):
         self.n_updates_ += int(np.count_nonzero(nus[:done]))
         if failed >= 0:
             raise PartialBatchError(
-                f"row {failed}: the example's squared norm or score overflows "
-                f"float64 ({done} earlier rows were learned)",
+                f"row {failed}: the example's {self._overflow} ({done} earlier rows were learned)",
                 steps_from(scores[:done], y[:done], nus[:done]),
             )
         return steps_from(scores, y, nus)

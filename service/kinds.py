@@ -18,6 +18,7 @@ from typing import Any
 from core.averaging import Averaged
 from core.base import Estimator
 from core.calibration import Calibrated
+from core.dos import DTYPES as DOS_DTYPES
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN
@@ -158,6 +159,11 @@ KINDS: dict[str, Kind] = {
                         "scale of the random initial U and V (null: 1)",
                     ),
                     "seed": (SEED, "seed of the initial U and V"),
+                    "dtype": (
+                        Options(DOS_DTYPES),
+                        "storage of U and V: float32 halves their memory and the time a "
+                        "large sparse model waits for it (arithmetic stays float64)",
+                    ),
                 },
             ),
             lambda n, p, m: (n + 1) * 2 * p["rank"],

@@ -21,7 +21,7 @@ from benchmarks.speed_pa.learners import dos, linear_pa
 from benchmarks.streams import Stream
 from benchmarks.timing import Samples, interleaved, timed
 from core import kernels
-from core.dos import DoSClassifier
+from core.dos import DoSClassifier, aligned_empty
 from core.features import as_batch, as_row, sparse_row
 from core.labels import check_binary_label
 from core.validation import check_pa_params
@@ -33,11 +33,12 @@ FOLDED_FEATURES = 1 << 12
 
 def kernel_arguments(model) -> dict[str, Any]:
     """The storage arguments of the kernel entries, from a model's public state (see
-    :mod:`core.kernels`): DoS ``W = [U_.T | V_.T]`` (a copy of the same layout), linear
-    ``w_`` itself, ``mode`` and ``C`` as ``check_pa_params`` gives them."""
+    :mod:`core.kernels`): DoS ``W = [U_.T | V_.T]`` (a copy of the same layout, dtype and
+    alignment), linear ``w_`` itself, ``mode`` and ``C`` as ``check_pa_params`` gives them."""
     mode, C = check_pa_params(model.mode, model.C)
     if isinstance(model, DoSClassifier):
-        W = np.ascontiguousarray(np.hstack([model.U_.T, model.V_.T]))
+        W = aligned_empty((model.n_features + 1, 2 * model.rank), model.U_.dtype)
+        W[...] = np.hstack([model.U_.T, model.V_.T])
         return {"W": W, "mode": mode, "C": C, "t": 0, "t0": 0, "h": np.empty(W.shape[1])}
     return {"w": model.w_, "bias": 1.0 if model.fit_intercept else 0.0, "mode": mode, "C": C}
 

@@ -11,15 +11,16 @@ models' storage:
   1.0 (intercept) or 0.0;
 - DoS: ``W`` of shape (n_features + 1, 2 rank), feature-major: row ``j`` holds column ``j``
   of U then of V, the bias row last (``DoSClassifier.U_`` and ``V_`` are transposed views of
-  its halves, so ``W = [U_.T | V_.T]``); ``h`` is scratch of length 2 rank, ``t`` the number
-  of examples learned so far;
+  its halves, so ``W = [U_.T | V_.T]``), float64 or float32 (``DoSClassifier.dtype``); ``h``
+  is scratch of length 2 rank (float64), ``t`` the number of examples learned so far;
 - a sparse row as sorted ``indices`` (int64) and ``values`` (float64); ``mode`` 0 / 1 / 2 for
   PA / PA-I / PA-II and ``C`` as :func:`core.validation.check_pa_params` returns them.
 
 A step updates the weights in place and returns ``(status, score before the update, step
 size)``; ``status`` is ``STEP_OK``, or ``STEP_NOT_FINITE`` when the score or squared norm
-overflows float64 (nothing is then changed). A batch kernel returns ``(first failed row or
--1, rows learned)`` and fills its ``scores`` and step-size arrays.
+overflows float64 or the update would overflow the weights' dtype (nothing is then changed).
+A batch kernel returns ``(first failed row or -1, rows learned)`` and fills its ``scores``
+and step-size arrays.
 
 >>> import numpy as np
 >>> w = np.zeros(3)

@@ -527,3 +527,23 @@ def test_fused_kernels_give_numpy_values_bit_for_bit(layout):
             A, B = aligned_average(previous, (U1, V1), m)
             assert A.tobytes() == naive.running_mean(R1, U2, m).tobytes()
             assert B.tobytes() == naive.running_mean(R2, V2, m).tobytes()
+
+
+def test_running_average_of_float32_dos_states_stays_float32():
+    """Aligned in float64, written back as float32: the average of identical float32 states is
+    the min-norm boost of the model, rounded to float32, and loads into a float32 model."""
+    X, y = binary_stream()
+    dos = DoSClassifier(n_features=4, rank=2, seed=3, dtype="float32")
+    dos.learn_many(X, y)
+    state = dos.get_state()
+    average = running_average(None, state, 1)
+    for m in range(2, 5):
+        average = running_average(average, state, m)
+    assert average["arrays"]["U_"].dtype == average["arrays"]["V_"].dtype == np.float32
+    U1, V1, _ = min_norm_boost(dos.U_.astype(np.float64), dos.V_.astype(np.float64))
+    eps = np.finfo(np.float32).eps
+    np.testing.assert_allclose(average["arrays"]["U_"], U1, rtol=4 * eps, atol=4 * eps)
+    np.testing.assert_allclose(average["arrays"]["V_"], V1, rtol=4 * eps, atol=4 * eps)
+    loaded = DoSClassifier(n_features=4, rank=2, seed=3, dtype="float32")
+    loaded.set_state(average)
+    np.testing.assert_allclose(loaded.score_many(X), dos.score_many(X), rtol=1e-4, atol=1e-4)

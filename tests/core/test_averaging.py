@@ -57,6 +57,9 @@ FACTORIES = {
     "dos-pa2-1": lambda: Averaged(
         model=DoSClassifier(n_features=5, rank=2, mode="pa2", C=0.2, init_scale=0.0), interval=1
     ),
+    "dos-float32-3": lambda: Averaged(
+        model=DoSClassifier(n_features=5, rank=3, seed=1, dtype="float32"), interval=3
+    ),
     "linear-never": lambda: Averaged(model=LinearPA(n_features=5, mode="pa1"), interval=1000),
     "composite-4": lambda: Averaged(model=_TwoHeads(n_features=5, seed=2), interval=4),
     "nested": lambda: Averaged(

@@ -28,6 +28,7 @@ def binary_stream(n=60, d=5, seed=0):
         lambda: DoSClassifier(n_features=5, rank=3, seed=1),
         lambda: DoSClassifier(n_features=5, rank=1, mode="pa1", C=0.05),
         lambda: DoSClassifier(n_features=5, rank=2, mode="pa2", C=0.2, init_scale=0.0),
+        lambda: DoSClassifier(n_features=5, rank=3, mode="pa1", seed=2, dtype="float32"),
     ],
 )
 def test_generic_suite(factory):

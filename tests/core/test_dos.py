@@ -350,3 +350,194 @@ def test_passive_when_margin_already_met():
     np.testing.assert_array_equal(model.U_, U0)
     np.testing.assert_array_equal(model.V_, V0)
     assert model.n_seen_ == 2 and model.n_updates_ == 1
+
+
+# --- float32 storage (dtype="float32") ------------------------------------------------------
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+def test_float32_step_is_the_float64_step_rounded():
+    """From the same (float32-representable) parameters, the float32 model's step computes the
+    same projections, score and step size as the float64 model (both accumulate in float64)
+    and stores the float64 update rounded to float32: bit for bit, step after step."""
+    rng = np.random.default_rng(20)
+    for trial, mode in enumerate(["pa", "pa1", "pa2", "pa", "pa1", "pa2"]):
+        n, rank = int(rng.integers(1, 40)), int(rng.integers(1, 17))
+        kwargs = dict(n_features=n, rank=rank, mode=mode, C=0.3, seed=trial)
+        scale = 0.0 if trial >= 3 else 1.0  # the degenerate zero start too (footnote 1)
+        single = DoSClassifier(**kwargs, init_scale=scale, dtype="float32")
+        double = DoSClassifier(**kwargs, init_scale=scale)
+        X = rng.standard_normal((60, n)) * (rng.random((60, n)) < 0.4) * 10 ** rng.uniform(-1, 1)
+        y = np.where(rng.random(60) < 0.5, 1, -1)
+        for x, label in zip(X, y, strict=True):
+            double.U_[...] = single.U_
+            double.V_[...] = single.V_
+            expected, step = double.learn_one(x, label), single.learn_one(x, label)
+            assert step == expected
+            np.testing.assert_array_equal(single.U_, double.U_.astype(np.float32))
+            np.testing.assert_array_equal(single.V_, double.V_.astype(np.float32))
+        assert single.U_.dtype == single.V_.dtype == np.float32
+        assert single.n_updates_ == double.n_updates_ > 0
+
+
+@pytest.mark.parametrize("mode", ["pa", "pa1", "pa2"])
+def test_float32_step_matches_numpy_reference(mode):
+    """Against the plain-numpy float64 step from the same parameters: equal up to the final
+    rounding to float32 (half an ulp) and the reference's own root tolerance."""
+    rng = np.random.default_rng(21)
+    for trial in range(200):
+        n, rank = int(rng.integers(1, 8)), int(rng.integers(1, 5))
+        C = float(10 ** rng.uniform(-3, 1))
+        model = DoSClassifier(
+            n_features=n,
+            rank=rank,
+            mode=mode,
+            C=C,
+            seed=trial,
+            init_scale=float(10 ** rng.uniform(-2, 1)),
+            dtype="float32",
+        )
+        x = rng.standard_normal(n) * 10 ** rng.uniform(-2, 1)
+        y = float(rng.choice([-1, 1]))
+        U, V = model.U_.astype(np.float64), model.V_.astype(np.float64)
+        U_ref, V_ref, score_ref, nu_ref = naive.dos_pa_step(U, V, naive.augment(x), y, mode, C)
+        step = model.learn_one(x, y)
+        assert step.score == pytest.approx(score_ref, rel=1e-12, abs=1e-14)
+        assert step.aggressive == (nu_ref > 0)
+        for got, want in ((model.U_, U_ref), (model.V_, V_ref)):
+            atol = 1e-9 * np.abs(want).max()
+            np.testing.assert_allclose(got, want, rtol=FLOAT32_EPS, atol=atol)
+
+
+def test_float32_aggressive_step_meets_margin_to_float32_precision():
+    """The margin after an update is 1 up to the rounding of the stored parameters: each entry
+    moves by at most half a float32 ulp, which moves |U z|^2 by at most eps32 (|U| |z|)^2."""
+    rng = np.random.default_rng(22)
+    worst, aggressive = 0.0, 0
+    for trial in range(500):
+        n, rank = int(rng.integers(1, 30)), int(rng.integers(1, 17))
+        model = DoSClassifier(
+            n_features=n,
+            rank=rank,
+            seed=trial,
+            init_scale=float(10 ** rng.uniform(-4, 2)),
+            dtype="float32",
+        )
+        x = rng.standard_normal(n) * 10 ** rng.uniform(-3, 2)
+        y = float(rng.choice([-1, 1]))
+        step = model.learn_one(x, y)
+        if step.aggressive:
+            aggressive += 1
+            z = naive.augment(x)
+            U, V = model.U_.astype(np.float64), model.V_.astype(np.float64)
+            scale = np.sum((np.abs(U) @ np.abs(z)) ** 2) + np.sum((np.abs(V) @ np.abs(z)) ** 2)
+            error = abs(margin(U, V, z, y) - 1.0)
+            worst = max(worst, error / (FLOAT32_EPS * scale + 1e-12))
+            assert model.score_one(x) * y == pytest.approx(1.0, rel=64 * FLOAT32_EPS * scale)
+    assert aggressive > 100 and worst <= 1.0
+
+
+def test_float32_learn_many_equals_learn_one_over_a_large_sparse_model():
+    """The batch kernels (which prefetch the rows of the next example) learn and score as the
+    per-example kernels do, over 2^16 features."""
+    rng = np.random.default_rng(23)
+    n = 1 << 16
+    rows = [np.unique(rng.integers(0, n, rng.integers(0, 40))) for _ in range(200)]
+    rows[7] = np.zeros(0, dtype=np.int64)  # an empty row: only the bias is learned
+    rows[8] = np.array([n - 1])  # the last feature, next to the bias row
+    X = [(r, rng.standard_normal(r.size)) for r in rows]
+    y = np.where(rng.random(200) < 0.5, 1, -1)
+    for dtype in ("float32", "float64"):
+        one = DoSClassifier(n_features=n, rank=16, mode="pa1", seed=4, dtype=dtype)
+        many = one.clone()
+        scores = [one.learn_one(x, label).score for x, label in zip(X, y, strict=True)]
+        steps = many.learn_many(X, y)
+        np.testing.assert_array_equal(steps.scores, scores)
+        assert state_digest(one.get_state()) == state_digest(many.get_state())
+        np.testing.assert_array_equal(many.score_many(X), [many.score_one(x) for x in X])
+
+
+def test_parameters_are_aligned_to_two_cache_lines():
+    for dtype in ("float64", "float32"):
+        for n in (1, 5, 1000):
+            model = DoSClassifier(n_features=n, rank=16, dtype=dtype)
+            assert model.U_.ctypes.data % 128 == 0  # U_[0, 0] is the first entry of W
+            assert model.U_.dtype == np.dtype(dtype) and model.U_.shape == (16, n + 1)
+
+
+def test_prefetch_is_only_a_hint():
+    from core.features import as_batch
+    from core.kernels.dos import _dos_learn_rows, _dos_prefetch_rows, _dos_score_rows
+
+    for dtype, rank in ((np.float64, 16), (np.float32, 16), (np.float32, 3), (np.float64, 1)):
+        W = np.arange(7 * 2 * rank, dtype=dtype).reshape(7, 2 * rank)
+        before = W.copy()
+        _dos_prefetch_rows(W, np.array([0, 3, 6], dtype=np.int64))
+        _dos_prefetch_rows(W, np.zeros(0, dtype=np.int64))
+        np.testing.assert_array_equal(W, before)
+    # any prefetch distance learns and scores the same, bit for bit
+    rng = np.random.default_rng(24)
+    X = [(np.unique(rng.integers(0, 500, 9)), rng.standard_normal(9)) for _ in range(50)]
+    batch = as_batch([(i, v[: i.size]) for i, v in X], 500)
+    y = np.where(rng.random(50) < 0.5, 1.0, -1.0)
+    results = []
+    for ahead in (0, 1, 3, 100):
+        W = DoSClassifier(n_features=500, rank=4, seed=1, dtype="float32")._W
+        scores, nus, after = np.zeros(50), np.zeros(50), np.zeros(50)
+        args = (batch.indptr, batch.indices, batch.values)
+        assert _dos_learn_rows(W, *args, y, 1, 1.0, 0, scores, nus, ahead) == (-1, 50)
+        _dos_score_rows(W, *args, after, ahead)
+        results.append((W, scores, nus, after))
+    for result in results[1:]:
+        for got, want in zip(result, results[0], strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_float32_state_round_trip_and_dtype_checks():
+    model = DoSClassifier(n_features=6, rank=3, seed=5, dtype="float32")
+    model.learn_many(np.eye(6), [1, -1, 1, -1, 1, -1])
+    state = model.get_state()
+    assert state["params"]["dtype"] == "float32"
+    assert state["arrays"]["U_"].dtype == np.float32
+    loaded = DoSClassifier(n_features=6, rank=3, seed=5, dtype="float32")
+    loaded.set_state(state)
+    assert state_digest(loaded.get_state()) == state_digest(state)
+    with pytest.raises(ValueError, match="hyperparameters"):
+        DoSClassifier(n_features=6, rank=3, seed=5).set_state(state)
+    with pytest.raises(ValueError, match="dtype"):
+        DoSClassifier(n_features=6, rank=3, dtype="float16")
+    # a state written before the option existed is a float64 model's
+    old = DoSClassifier(n_features=6, rank=3, seed=5).get_state()
+    del old["params"]["dtype"]
+    DoSClassifier(n_features=6, rank=3, seed=5).set_state(old)
+
+
+def test_float32_overflow_is_refused_without_change():
+    """init_scale beyond float32 is refused; an update that would round a stored float32 entry
+    to infinity is refused and changes nothing (float64 stores the same update)."""
+    with pytest.raises(ValueError, match="float32"):
+        DoSClassifier(n_features=2, rank=1, init_scale=1e40, dtype="float32")
+    results = {}
+    for dtype in ("float32", "float64"):
+        model = DoSClassifier(n_features=1, rank=1, dtype=dtype)
+        # V z = 0 for z = [1, 1]: degenerate step, V grows by sqrt(1 + |U z|^2 / 4) / |z|^2
+        model.U_[...] = [[2e38, 0.0]]
+        model.V_[...] = [[3e38, -3e38]]
+        before = model.get_state()
+        if dtype == "float32":
+            with pytest.raises(ValueError, match="overflows float64, or its update float32"):
+                model.learn_one([1.0], -1)
+            with pytest.raises(ValueError, match="row 0: .* update float32"):
+                model.learn_many([[1.0]], [-1])
+            assert state_digest(model.get_state()) == state_digest(before)
+            assert model.n_seen_ == 0
+        else:
+            assert model.learn_one([1.0], -1).aggressive
+        results[dtype] = model.V_[0, 0]
+    assert results["float64"] == pytest.approx(3.5e38)
+    # huge inputs overflow float64's squared norm in either dtype
+    small = DoSClassifier(n_features=3, rank=2, dtype="float32")
+    with pytest.raises(ValueError, match="overflow"):
+        small.learn_one(np.array([1e200, 0.0, 0.0]), 1)
+    step = small.learn_one(np.array([1e-300, 0.0, 0.0]), 1)
+    assert step.aggressive and np.all(np.isfinite(small.U_))

@@ -94,6 +94,7 @@ def test_state_params_are_json_and_round_trip(reduction, classes):
             "init_scale": None,
             "seed": 0,
             "classes": None,
+            "dtype": "float64",
         },
     }
     state["params"] = json.loads(text)

@@ -44,9 +44,9 @@ def test_bad_files_are_refused():
             load_model(data)
 
 
-@pytest.mark.parametrize("kind", ["dos", "mofm"])
-def test_export_then_import_predicts_the_same(client, kind):
-    params = {"rank": 2, "seed": 1} if kind == "dos" else {"n_basis": 3}
+@pytest.mark.parametrize("kind,dtype", [("dos", "float64"), ("dos", "float32"), ("mofm", None)])
+def test_export_then_import_predicts_the_same(client, kind, dtype):
+    params = {"rank": 2, "seed": 1, "dtype": dtype} if kind == "dos" else {"n_basis": 3}
     extra = {"averaging": {"interval": 2}} if kind == "dos" else {}
     create(client, kind=kind, classes=["a", "b", "c"], params=params, **extra)
     labels = ["a", "b", "c"]

@@ -89,6 +89,7 @@ def test_every_declared_value_is_one_the_core_class_accepts(kind):
         ("dos", {"rank": 0}, "rank"),
         ("dos", {"C": math.inf}, "C"),
         ("dos", {"rank": True}, "rank"),
+        ("dos", {"dtype": "float16"}, "dtype"),
         ("linear-pa", {"C": "1"}, "C"),
         ("mofm", {"reservoir_size": 10**12}, "reservoir_size"),
         ("mofm", {"learning_rate": 1e300}, "learning_rate"),
