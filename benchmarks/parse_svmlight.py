@@ -157,6 +157,10 @@ def markdown(result: dict) -> str:
         "written with Python's `repr` of the value (`0.0` or up to 17 significant digits).",
         "- `bulk`: one body of the service's bulk scenario: rows of 30 non-zeros over 2^18 "
         "features, values rounded to 4 decimals.",
+        "- `decimal='python'` is the conversion before Eisel-Lemire (Python's `float` for "
+        "every number outside Clinger's fast path, i.e. every 17-digit `repr`) inside "
+        "today's parse; scikit-learn's `load_svmlight_file` keeps explicit zeros, which the "
+        "check of bit-identity drops first.",
         "",
         "| body | parser | values/s | rows/s | MB/s | wall ms | vs before | "
         "bit-identical | load avg (before, after) |",
