@@ -41,9 +41,11 @@ COMMAND = (
 )
 
 
-def mnist_body() -> tuple[bytes, int]:
-    """The MNIST test digits as dense svmlight rows written with ``repr``; (body, values)."""
+def mnist_body(rows: int | None = None) -> tuple[bytes, int]:
+    """The MNIST test digits (the first ``rows``, default all) as dense svmlight rows
+    written with ``repr``; (body, values)."""
     images, labels = load_mnist_test()
+    images, labels = images[:rows], labels[:rows]
     X = images.reshape(len(images), -1) / 255.0
     lines = []
     for label, row in zip(labels.tolist(), X.tolist(), strict=True):
@@ -54,7 +56,9 @@ def mnist_body() -> tuple[bytes, int]:
 
 def bulk_body(batch: int) -> tuple[bytes, int]:
     """One body of the service's bulk scenario (loadgen's workload, its default seed)."""
-    sys.path.insert(0, str(ROOT / "deploy" / "loadtest"))
+    folder = str(ROOT / "deploy" / "loadtest")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     import loadgen
 
     config = loadgen.LoadConfig(mode="bulk", batch=batch, bulk_bodies=1)
@@ -98,8 +102,8 @@ def same_arrays(a, b) -> bool:
     )
 
 
-def measure(repeats: int, batch: int) -> dict:
-    bodies = {"mnist": mnist_body(), "bulk": bulk_body(batch)}
+def measure(repeats: int, batch: int, mnist_rows: int | None = None) -> dict:
+    bodies = {"mnist": mnist_body(mnist_rows), "bulk": bulk_body(batch)}
     functions = parsers()
     results: dict = {}
     for name, (body, n_values) in bodies.items():
@@ -146,6 +150,7 @@ def measure(repeats: int, batch: int) -> dict:
 
 
 def markdown(result: dict) -> str:
+    """The section of ``docs/benchmarks.md``: the bodies, then one row per body and parser."""
     lines = [
         "## svmlight parsing",
         "",
