@@ -25,6 +25,7 @@ the environment variable ``LORENTZTRON_DATA_DIR``.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.config import FLOAT, INDEX
+from core.features import CSRBatch, as_batch
 from core.kernels.datasets import (
     PAD,
     SVMLIGHT_OK,
@@ -52,6 +54,7 @@ __all__ = [
     "mnist_split",
     "parse_svmlight",
     "smoothing_basis",
+    "svmlight_batch",
 ]
 
 #: Environment variable that overrides :func:`data_dir`.
@@ -90,18 +93,64 @@ def load_svmlight(path: str | os.PathLike, n_features: int | None = None):
     return parse_svmlight(Path(path).read_bytes(), n_features, source=str(path))
 
 
-def parse_svmlight(data: bytes, n_features: int | None = None, source: str = "<bytes>"):
+def parse_svmlight(
+    data: bytes,
+    n_features: int | None = None,
+    source: str = "<bytes>",
+    *,
+    decimal: str = "eisel-lemire",
+):
     """``load_svmlight`` over bytes already in memory (an HTTP body, say).
 
     One numba pass over the raw bytes (``_datasets_parse_svmlight``) splits the lines,
     checks the syntax of every row (``label index:value ...``, numbers
     ``[-+]?(digits[.digits]|.digits)([eE][-+]?digits)?``, indices plain decimal integers)
-    and parses the numbers: exactly, by Clinger's fast path, and the few numbers outside it
-    (17+ significant digits, exponents beyond +-22) by Python's ``float``, so every value is
-    bit-identical to ``float(token)``. Errors, in this order: the first line that is not a
-    svmlight row (named by its number), a non-finite label or value, a 0 index (named by
-    its row), an index beyond int64, an index above ``n_features``.
+    and parses the numbers, every value bit-identical to ``float(token)``: by Clinger's
+    fast path, then (``decimal="eisel-lemire"``) by Eisel-Lemire's correctly rounded
+    conversion (Lemire 2021), and the few numbers neither decides (more than 19 significant
+    digits, subnormals, rare near-ties) by Python's ``float``. ``decimal="python"`` gives
+    Python every number outside Clinger's path (17-digit ``repr`` output, exponents beyond
+    +-22): the behaviour before Eisel-Lemire, kept as a baseline for benchmarks and tests.
+    Errors, in this order: the first line that is not a svmlight row (named by its
+    number), a non-finite label or value, a 0 index (named by its row), an index beyond
+    int64, an index above ``n_features``.
     """
+    labels, indptr, indices, values, n_features, _ = _svmlight_arrays(
+        data, n_features, source, decimal
+    )
+    X = sp.csr_matrix((values, indices, indptr), shape=(labels.shape[0], n_features), dtype=FLOAT)
+    # passes over the few non-zeros, even when canonical: scipy's errors stay those of before
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    return X, labels
+
+
+def svmlight_batch(
+    data: bytes, n_features: int, source: str = "<bytes>"
+) -> tuple[CSRBatch, np.ndarray]:
+    """``parse_svmlight`` straight into a validated ``CSRBatch`` of ``n_features`` columns
+    and the labels: the same values, without scipy's matrix in between (no int32 copy of
+    the indices, no second validation pass) when every row is written in increasing index
+    order, as clients write rows; other bodies go through ``as_batch``."""
+    labels, indptr, indices, values, n_features, canonical = _svmlight_arrays(
+        data, n_features, source, "eisel-lemire"
+    )
+    if canonical:
+        # the parse checked all that as_batch checks: indices in [0, n_features) and
+        # strictly increasing along rows, values finite (and non-zero)
+        return CSRBatch(indptr, indices, values), labels
+    X = sp.csr_matrix((values, indices, indptr), shape=(labels.shape[0], n_features), dtype=FLOAT)
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    return as_batch(X, n_features), labels
+
+
+def _svmlight_arrays(data: bytes, n_features, source: str, decimal: str):
+    """The parse behind ``parse_svmlight``: ``(labels, indptr, indices, values, n_features,
+    canonical)``, the zeros left out, with every error raised; ``canonical`` when no row
+    needs sorting or summing of duplicates."""
+    if decimal not in ("eisel-lemire", "python"):
+        raise ValueError(f"decimal must be 'eisel-lemire' or 'python', got {decimal!r}")
     path = source
     raw = np.frombuffer(data, dtype=np.uint8)
     max_rows, max_nnz = _datasets_svmlight_bounds(raw)
@@ -110,28 +159,35 @@ def parse_svmlight(data: bytes, n_features: int | None = None, source: str = "<b
     indices = np.empty(max_nnz, dtype=INDEX)
     values = np.empty(max_nnz, dtype=FLOAT)
     fallback = np.empty((3, max_rows + max_nnz), dtype=INDEX)
-    n_rows, nnz, n_fallback, error, line, offset, first_zero, largest, overflow_line = (
-        _datasets_parse_svmlight(raw, labels, indptr, indices, values, *fallback)
-    )
+    (
+        n_rows, nnz, n_fallback, error, line, offset, first_zero_row, largest, overflow_line,
+        canonical, infinite,
+    ) = _datasets_parse_svmlight(
+        raw, labels, indptr, indices, values, *fallback, decimal == "eisel-lemire"
+    )  # fmt: skip
     if error != SVMLIGHT_OK:
         stop = data.find(b"\n", offset)
         text = data[offset : stop if stop >= 0 else len(data)]
         shown = text.split(b"#", 1)[0].strip()[:60].decode("ascii", "replace")
         raise ValueError(f"{path}:{line}: not a svmlight row: {shown!r}")
     for start, stop, slot in fallback[:, :n_fallback].T.tolist():
+        value = float(data[start:stop])
         if slot >= 0:
-            values[slot] = float(data[start:stop])
+            values[slot] = value
+            canonical = canonical and value != 0.0  # a zero to eliminate
         else:
-            labels[-1 - slot] = float(data[start:stop])
+            labels[-1 - slot] = value
+        infinite = infinite or not math.isfinite(value)
     labels = labels[:n_rows]
     indptr = indptr[: n_rows + 1]
     indices = indices[:nnz]
     values = values[:nnz]
-    if not (np.isfinite(values).all() and np.isfinite(labels).all()):
+    if infinite:
         raise ValueError(f"{path}: labels and values must be finite")
-    if first_zero >= 0:
-        row = int(np.searchsorted(indptr, first_zero, side="right")) - 1
-        raise ValueError(f"{path}: row {row}: feature index 0; svmlight indices are 1-based")
+    if first_zero_row >= 0:
+        raise ValueError(
+            f"{path}: row {first_zero_row}: feature index 0; svmlight indices are 1-based"
+        )
     if overflow_line:
         raise ValueError(f"{path}:{overflow_line}: feature index beyond {_INT64_MAX}")
     if n_features is None:
@@ -140,10 +196,7 @@ def parse_svmlight(data: bytes, n_features: int | None = None, source: str = "<b
         raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
     elif largest > n_features:
         raise ValueError(f"{path}: feature index {largest} exceeds n_features={n_features}")
-    X = sp.csr_matrix((values, indices, indptr), shape=(n_rows, int(n_features)), dtype=FLOAT)
-    X.sum_duplicates()
-    X.eliminate_zeros()
-    return X, labels
+    return labels, indptr, indices, values, int(n_features), canonical
 
 
 # -- MNIST ------------------------------------------------------------------------------------

@@ -17,12 +17,11 @@ import numpy as np
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from core.datasets import parse_svmlight
+from core.datasets import svmlight_batch
 from core.features import (
     CSRBatch,
     FeatureHasher,
     Row,
-    as_batch,
     batch_from_rows,
     dense_row,
     sparse_row,
@@ -197,8 +196,7 @@ def _examples(
 
 def _svmlight(live: LiveModel, body: bytes) -> Prepared:
     try:
-        X, y = parse_svmlight(body, n_features=live.n_features, source="body")
-        batch = as_batch(X, live.n_features)
+        batch, y = svmlight_batch(body, live.n_features, source="body")
     except ValueError as error:
         raise InvalidRequest("invalid_input", str(error)) from None
     if batch.n_rows == 0:

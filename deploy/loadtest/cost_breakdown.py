@@ -14,8 +14,9 @@ processes on the machine inflate the figures as little as possible:
   line, the Prometheus updates, one thread-pool round trip (anyio's and the service's),
   and HTTP/1.1 framing with h11 (what uvicorn's protocol does around it, without its
   event-loop plumbing);
-- for bulk feedback: svmlight parsing, batch validation and learning, with and without the
-  time-averaging fold (``running_average`` over the whole state, every ``interval`` examples).
+- for bulk feedback: svmlight parsing, batch validation (and the two fused, as the service
+  parses), and learning, with and without the time-averaging fold (``running_average`` over
+  the whole state, every ``interval`` examples).
 
     python deploy/loadtest/cost_breakdown.py                       # DoS rank 16, 2^18 hashed
     python deploy/loadtest/cost_breakdown.py --json /tmp/costs.json
@@ -49,7 +50,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import loadgen  # noqa: E402
 
 from core.align import running_average  # noqa: E402
-from core.datasets import parse_svmlight  # noqa: E402
+from core.datasets import parse_svmlight, svmlight_batch  # noqa: E402
 from core.features import as_batch, batch_from_rows  # noqa: E402
 from service.bodies import instance_row  # noqa: E402
 from service.config import Settings  # noqa: E402
@@ -501,6 +502,8 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     per_example = (
         ("parse_svmlight", lambda: parse_svmlight(body, n_features=live.n_features)),
         ("as_batch (CSR validation)", lambda: as_batch(X, live.n_features)),
+        ("svmlight_batch (parse + validation, the service's path)",
+         lambda: svmlight_batch(body, live.n_features)),
         ("learn without averaging folds (DoS kernel)", learn_without_folds),
         ("learn with the service's averaging interval",
          lambda: live.learn(batch, labels_index)),

@@ -14,7 +14,9 @@ from core.datasets import (
     mnist_split,
     parse_svmlight,
     smoothing_basis,
+    svmlight_batch,
 )
+from core.features import as_batch
 from core.kernels.datasets import PAD, _datasets_deform_batch
 from tests import naive
 
@@ -242,6 +244,106 @@ def test_svmlight_values_are_those_of_float():
     dense = X.toarray()[:, 0]
     nonzero = expected != 0
     np.testing.assert_array_equal(dense[nonzero].view(np.int64), expected[nonzero].view(np.int64))
+
+
+def float_tokens(rng, n: int) -> list[str]:
+    """n decimal tokens as clients and tools write them, over the whole float64 range."""
+    bits = rng.integers(0, 0x7FF0_0000_0000_0000, size=n // 8)  # finite, subnormals too
+    x = bits.view(np.float64)
+    x[rng.random(x.shape[0]) < 0.5] *= -1
+    unit = rng.random(n // 8)
+    scaled = rng.integers(0, 256, size=n // 8) / 255.0  # grey levels, as MNIST rows
+    integers = rng.integers(-(1 << 62), 1 << 62, size=n // 8)
+    small = rng.standard_normal(n // 8) * 10.0 ** rng.integers(-30, 30, size=n // 8)
+    tokens = [repr(v) for v in x.tolist()]
+    tokens += [f"{v:.17g}" for v in unit.tolist()] + [repr(v) for v in scaled.tolist()]
+    tokens += [f"{v:.6g}" for v in small.tolist()] + [f"{v:.3e}" for v in x.tolist()]
+    tokens += [f"{v:.3E}" for v in small.tolist()] + [str(v) for v in integers.tolist()]
+    tokens += [f"{v:+.17e}".replace("e-0", "e-").replace("e+", "e") for v in unit.tolist()]
+    return tokens
+
+
+EDGES = [
+    "1.7976931348623157e308", "-1.7976931348623157e308", "1.7976931348623158e308",
+    "2.2250738585072014e-308", "2.2250738585072011e-308", "4.9406564584124654e-324",
+    "5e-324", "2.4703282292062328e-324", "2.4703282292062327e-324", "1e-400", "-1e-400",
+    "9007199254740993", "9007199254740995", "9007199254740992.5", "1e23", "-0", "-0.0",
+    "+0e-5", "0000000000000000000000000001.5", "0.000000000000000000000000000000015",
+    "0.1000000000000000055511151231257827",
+    "1.00000000000000011102230246251565404236316680908203125",
+    "123456789012345678901234567890e-10", "1E+2", "1e+022", "1.5E-7", "7.e3", ".5e-1",
+    "2531199474027112.5", "5129832425396649.0", "1" + "0" * 64, "0." + "0" * 400 + "1e401",
+]  # fmt: skip
+
+
+def test_svmlight_values_are_those_of_float_for_a_million_tokens():
+    """Labels (every token, zeros and signs kept) bit-identical to float(token), and the
+    decimal="python" path (Python's float beyond Clinger's) identical to the default."""
+    tokens = float_tokens(np.random.default_rng(7), 1 << 20) + EDGES
+    body = "\n".join(tokens).encode()
+    _, y = parse_svmlight(body)
+    expected = np.array([float(t) for t in tokens])
+    np.testing.assert_array_equal(y.view(np.int64), expected.view(np.int64))
+    # as values too (zeros are left out of the matrix)
+    body = "\n".join(f"0 1:{t}" for t in tokens[:200_000] + EDGES).encode()
+    X, y = parse_svmlight(body)
+    values = X.toarray()[:, 0]
+    expected = np.array([float(t) for t in tokens[:200_000] + EDGES])
+    np.testing.assert_array_equal(values.view(np.int64), (expected + 0.0).view(np.int64))
+    X_python, y_python = parse_svmlight(body, decimal="python")
+    assert X_python.data.tobytes() == X.data.tobytes() and y_python.tobytes() == y.tobytes()
+    assert X_python.indptr.tobytes() == X.indptr.tobytes()
+
+
+@pytest.mark.parametrize(
+    "token", ["1e309", "-1e309", "1.7976931348623159e308", "1e400", "179769313486231580794e288"]
+)
+def test_svmlight_values_that_round_to_inf_are_refused(token):
+    for body in (f"{token} 1:1", f"1 1:{token}", f"1 1:1 2:{token}"):
+        for decimal in ("eisel-lemire", "python"):
+            with pytest.raises(ValueError, match="labels and values must be finite"):
+                parse_svmlight(body.encode(), source="body", decimal=decimal)
+        assert_same_as_reference(body.encode())
+
+
+def test_svmlight_decimal_option_is_checked():
+    with pytest.raises(ValueError, match="decimal must be"):
+        parse_svmlight(b"1 1:1", decimal="numpy")
+
+
+@pytest.mark.parametrize("bad", [0.0, 0.2])
+def test_svmlight_batch_matches_as_batch_of_parse_svmlight(bad):
+    """svmlight_batch (no scipy matrix for rows in increasing index order) gives the arrays
+    of as_batch(parse_svmlight(...)), or the same error."""
+    rng = np.random.default_rng(11 + int(10 * bad))
+    bodies = [random_body(rng, bad) for _ in range(800)]
+    bodies += [
+        b"1 1:0.5 3:-2 4:1\n-1 2:0.30000000000000004\n",  # canonical
+        b"1 3:1 1:2\n",  # unsorted
+        b"1 1:1 1:-1 2:0\n-1 2:2 2:3\n",  # duplicates summing to 0 and not
+        b"1 1:0 2:0.0 3:-0\n",  # explicit zeros only: an empty row
+        b"1 2:0.0 1:1\n",  # a zero out of order
+        b"1 1:1 2:1e-400\n",  # a value that rounds to 0
+        b"1 1:0.1000000000000000055511151231257827 2:" + b"0." + b"0" * 400 + b"1\n",
+        b"",
+    ]
+    for body in bodies:
+        n_features = int(rng.integers(1, 45))
+        try:
+            X, y = parse_svmlight(body, n_features, source="body")
+            expected = as_batch(X, n_features), y
+        except ValueError as error:
+            with pytest.raises(ValueError) as raised:
+                svmlight_batch(body, n_features, source="body")
+            assert str(raised.value) == str(error)
+            continue
+        batch, labels = svmlight_batch(body, n_features, source="body")
+        for got, want in zip(
+            (batch.indptr, batch.indices, batch.values, labels),
+            (expected[0].indptr, expected[0].indices, expected[0].values, expected[1]),
+            strict=True,
+        ):
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), body
 
 
 def test_svmlight_indices_are_exact_integers():

@@ -168,6 +168,8 @@ def test_feedback_answers_like_fastapi(pair):
         dict(content=b"7 1:0.5\n", headers=SVMLIGHT),
         dict(content=b"1 1:0.5 9:1\n", headers=SVMLIGHT),
         dict(content=b"1 1:nan\n", headers=SVMLIGHT),
+        dict(content=b"1 4:1 1:0.5 1:0.25 2:0.0\n2 3:0.30000000000000004\n", headers=SVMLIGHT),
+        dict(content=b"1 1:1e309\n", headers=SVMLIGHT),
         dict(content=b"x", headers={"content-type": "application/xml"}),
         dict(content=b"x", headers={"content-type": "APPLICATION/JSON; charset=utf-8"}),
     ]  # fmt: skip
