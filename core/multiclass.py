@@ -16,13 +16,20 @@ float64) is checked before the first sub-model learns, so a bad example changes 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from functools import cache
 
 import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import ThreadpoolController
 
-from core.base import BinaryClassifier, Estimator, Step, Steps
-from core.config import INDEX
+from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
+from core.calibration import Calibrated
+from core.config import FLOAT, INDEX
+from core.dos import DoSClassifier
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
+from core.kernels.multiclass import _ovo_dos_learn_block, _stack_densify, _stack_dos_scores
 from core.labels import LabelMap
+from core.linear import LinearPA
 
 __all__ = ["OneVsOne", "OneVsRest", "OrdinalMcRank"]
 
@@ -73,6 +80,14 @@ class _Reduction:
         return np.array([model._score_row(indices, values) for model in self.models_])
 
     def _model_scores_batch(self, batch: CSRBatch) -> np.ndarray:
+        """The binary models' scores, shape (n_rows, n_models): by one product of the rows
+        against the stacked models (:class:`_Stack`) when they are DoS or linear PA models and
+        the batch is large enough to pay for the stacking, else model by model (the two agree
+        to rounding)."""
+        if batch.n_rows >= STACK_MIN_ROWS:
+            stack = _Stack.of(self.models_, batch, self.n_features)
+            if stack is not None:
+                return stack.scores()
         scores = np.empty((batch.n_rows, len(self.models_)))
         for k, model in enumerate(self.models_):
             scores[:, k] = model.score_batch(batch)
@@ -80,6 +95,22 @@ class _Reduction:
 
     def _winners(self, model_scores: np.ndarray) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
+
+    def _outputs(self, model_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Class indices and ``score_many`` of the binary models' scores."""
+        raise NotImplementedError  # pragma: no cover
+
+    def decide_batch(self, batch: CSRBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(class indices, score_many, binary models' scores)`` of a batch already validated
+        for this model, from one scoring (``predict_many`` and ``score_many`` together; the
+        last feeds :meth:`proba_from_model_scores`)."""
+        model_scores = self._model_scores_batch(batch)
+        winners, scores = self._outputs(model_scores)
+        return winners, scores, model_scores
+
+    def proba_from_model_scores(self, model_scores: np.ndarray) -> np.ndarray:
+        """``predict_proba_many`` from the binary models' scores of :meth:`decide_batch`."""
+        return self._probabilities(model_scores)
 
     def predict_one(self, x) -> Label:
         """The predicted class of one example (as given in ``classes``)."""
@@ -233,6 +264,10 @@ class OneVsOne(_Reduction, Estimator):
     def _winners(self, pair_scores: np.ndarray) -> np.ndarray:
         return self._winners_of(*self._decide(pair_scores))
 
+    def _outputs(self, pair_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        votes, confidence = self._decide(pair_scores)
+        return self._winners_of(votes, confidence), _squash(votes, confidence)
+
     def _winners_of(self, votes: np.ndarray, confidence: np.ndarray) -> np.ndarray:
         tied = votes == votes.max(axis=1, keepdims=True)
         # argmax returns the first maximum: the lowest class index among equal confidences
@@ -303,11 +338,17 @@ class OneVsOne(_Reduction, Estimator):
         target = self._class_index(y)
         indices, values = as_row(x, self.n_features)
         pair_scores = self._model_scores_row(indices, values)
-        learners = self._pairs_of[target]
-        self._check_learnable_row(indices, values, pair_scores, learners)
+        loss, n_aggressive = self._learn_scored(indices, values, target, pair_scores)
         votes, confidence = self._decide(pair_scores[None, :])
         predicted = self._winners_of(votes, confidence)[0]
         score = _squash(votes, confidence)[0]
+        return Step(score, loss, n_aggressive > 0, n_aggressive, self.classes_[predicted])
+
+    def _learn_scored(self, indices, values, target: int, pair_scores) -> tuple[float, int]:
+        """Learn one validated row of class ``target`` whose pair scores are known (checked
+        first: a refused row changes nothing); its summed loss and aggressive steps."""
+        learners = self._pairs_of[target]
+        self._check_learnable_row(indices, values, pair_scores, learners)
         loss, n_aggressive = 0.0, 0
         for p in learners:
             label = 1.0 if self.pairs_[p][0] == target else -1.0
@@ -315,24 +356,35 @@ class OneVsOne(_Reduction, Estimator):
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
-        return Step(score, loss, n_aggressive > 0, n_aggressive, self.classes_[predicted])
+        return loss, n_aggressive
 
-    def learn_many(self, X, y) -> Steps:
-        """Learn a batch in order (bit-identical to the ``learn_one`` loop).
+    def learn_many(self, X, y, *, progressive: bool = False) -> Steps:
+        """Learn a batch in order.
 
-        The :class:`core.base.Steps` hold the losses and ``aggressive_counts`` of the
-        ``learn_one`` loop; no ``scores`` nor ``predicted``: the batch is learned pair by pair,
-        so the votes of the pairs that do not learn from an example are never computed at that
-        example's time (call ``predict_many`` first for the batch-start predictions).
+        By default the batch is learned pair by pair, bit-identical to the ``learn_one`` loop;
+        the :class:`core.base.Steps` hold its losses and ``aggressive_counts``, no ``scores``
+        nor ``predicted``: the votes of the pairs that do not learn from an example are never
+        computed at that example's time (call ``predict_many`` first for the batch-start
+        predictions).
+
+        ``progressive=True`` also scores every example by every pair just before it is learned
+        (progressive validation, as ``learn_one``): the Steps then carry ``scores``
+        (``score_one`` before each update) and ``predicted``. With DoS bases (calibrated or
+        not) this is one product per block of rows against all pairs and a Gram correction
+        after each update (``core.kernels.multiclass``), equal to the ``learn_one`` loop to
+        rounding; other bases run the ``learn_one`` loop.
 
         Inputs, labels and squared norms are checked before any pair learns. A score that
         overflows float64 in the middle of a batch (it depends on the state, so it cannot be
         checked beforehand) raises ``ValueError`` after some pairs have learned, as it does for
-        the binary models' ``learn_many``.
+        the binary models' ``learn_many`` (progressive: a ``PartialBatchError`` after the rows
+        before it, each learned by all its pairs).
         """
         batch = as_batch(X, self.n_features)
         targets = self._class_indices(y, batch.n_rows)
         _check_squared_norms(batch)
+        if progressive:
+            return self._learn_progressive(batch, targets)
         losses = np.zeros(batch.n_rows)
         n_aggressive = np.zeros(batch.n_rows, dtype=INDEX)
         for p, (i, j) in enumerate(self.pairs_):
@@ -348,6 +400,82 @@ class OneVsOne(_Reduction, Estimator):
             n_aggressive[rows] += steps.aggressive
         self.n_seen_ += batch.n_rows
         return Steps(None, losses, n_aggressive > 0, n_aggressive)
+
+    def _learn_progressive(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
+        """``learn_many(progressive=True)`` of a checked batch."""
+        stack = None
+        if batch.n_rows >= STACK_MIN_ROWS:
+            stack = _Stack.of(self.models_, batch, self.n_features)
+        if stack is None or not stack.dos:
+            return self._learn_rows(batch, targets)
+        n_rows, n_pairs = batch.n_rows, len(self.models_)
+        scores = np.zeros((n_rows, n_pairs))
+        losses = np.zeros(n_rows)
+        counts = np.zeros(n_rows, dtype=INDEX)
+        seen = np.array([core.n_seen_ for core in stack.cores], dtype=INDEX)
+        updates = np.zeros(n_pairs, dtype=INDEX)
+        pairs_of = np.array(self._pairs_of, dtype=INDEX)
+        h = np.empty(stack.width)
+        base = stack.cores[0]
+        failed = -1
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            for start in range(0, n_rows, PROGRESSIVE_BLOCK_ROWS):
+                stop = min(start + PROGRESSIVE_BLOCK_ROWS, n_rows)
+                P, G = stack.block(start, stop, gram=True)
+                failed = _ovo_dos_learn_block(
+                    stack.W, stack.rank, batch.indptr, stack.indices, batch.values, start, stop,
+                    targets, pairs_of, self._first, base._mode, base._C, seen, P, G, h, scores,
+                    losses, counts, updates,
+                )  # fmt: skip
+                if failed >= 0:
+                    break
+        done = n_rows if failed < 0 else failed
+        stack.write_back()
+        for p, (model, core) in enumerate(zip(self.models_, stack.cores, strict=True)):
+            core.n_seen_ = int(seen[p])
+            core.n_updates_ += int(updates[p])
+            if model is not core:  # Calibrated: its calibrator learns the pair's scores in order
+                i, j = self.pairs_[p]
+                rows = np.flatnonzero((targets[:done] == i) | (targets[:done] == j))
+                model.calibrator_.learn_many(scores[rows, p], targets[rows] == i)
+        self.n_seen_ += done
+        steps = self._progressive_steps(scores[:done], losses[:done], counts[:done])
+        if failed >= 0:
+            pair = next(
+                p for p in self._pairs_of[targets[failed]] if not np.isfinite(scores[failed, p])
+            )
+            raise PartialBatchError(
+                f"row {failed}: the example's score overflows float64 in binary model {pair} "
+                f"({self._describe(pair)}); {done} earlier rows were learned",
+                steps,
+            )
+        return steps
+
+    def _progressive_steps(self, pair_scores, losses, counts) -> Steps:
+        votes, confidence = self._decide(pair_scores)
+        predicted = self._labels[self._winners_of(votes, confidence)]
+        return Steps(_squash(votes, confidence), losses, counts > 0, counts, predicted)
+
+    def _learn_rows(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
+        """The ``learn_one`` loop over a checked batch (bases without a batched progressive
+        path)."""
+        n_rows = batch.n_rows
+        scores = np.zeros((n_rows, len(self.models_)))
+        losses = np.zeros(n_rows)
+        counts = np.zeros(n_rows, dtype=INDEX)
+        for row in range(n_rows):
+            indices, values = batch.row(row)
+            scores[row] = self._model_scores_row(indices, values)
+            try:
+                losses[row], counts[row] = self._learn_scored(
+                    indices, values, targets[row], scores[row]
+                )
+            except ValueError as error:
+                raise PartialBatchError(
+                    f"row {row}: {error}",
+                    self._progressive_steps(scores[:row], losses[:row], counts[:row]),
+                ) from None
+        return self._progressive_steps(scores, losses, counts)
 
 
 class OneVsRest(_Reduction, Estimator):
@@ -399,6 +527,9 @@ class OneVsRest(_Reduction, Estimator):
 
     def _winners(self, model_scores: np.ndarray) -> np.ndarray:
         return np.argmax(model_scores, axis=1)
+
+    def _outputs(self, model_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._winners(model_scores), model_scores
 
     def _probabilities(self, model_scores: np.ndarray) -> np.ndarray:
         """Each class's calibrated ``P(class k | x)`` against the rest, normalised to sum to 1
@@ -454,6 +585,125 @@ class OneVsRest(_Reduction, Estimator):
         self.n_seen_ += batch.n_rows
         predicted = self._labels[self._winners(scores)]
         return Steps(scores, losses, n_aggressive > 0, n_aggressive, predicted)
+
+
+#: batches of fewer rows are scored model by model (stacking costs about one row's scoring)
+STACK_MIN_ROWS = 8
+#: rows per product of the stacked path (bounds its scratch to rows x n_models x width)
+STACK_BLOCK_ROWS = 256
+#: rows per block of the progressive one-vs-one learning (the Gram corrections grow with it)
+PROGRESSIVE_BLOCK_ROWS = 64
+#: models stacked over every feature up to this many floats (else over a batch's active ones)
+FULL_STACK_FLOATS = 1 << 22
+#: blocks with at least this share of non-zeros are multiplied densely (BLAS), others as CSR
+DENSE_SHARE = 0.05
+
+
+@cache
+def _blas_threads() -> ThreadpoolController:
+    """The BLAS thread pools. The stacked products run on one thread: they are issued block
+    by block between kernel calls, and OpenBLAS's own threads made them 3-6x slower on this
+    2-core machine whenever another process was busy (30 against 9 GFLOP/s at load 6)."""
+    return ThreadpoolController()
+
+
+def _stackable(model: BinaryClassifier) -> DoSClassifier | LinearPA | None:
+    """The DoS or linear PA model of a binary model (under a ``Calibrated``), or None."""
+    inner = model.model_ if type(model) is Calibrated else model
+    return inner if type(inner) in (DoSClassifier, LinearPA) else None
+
+
+class _Stack:
+    """A reduction's binary models stacked over the active features of one batch.
+
+    ``W`` (n_active + 1, n_models * width) holds, for each active feature of the batch and
+    then the bias, the parameters of every model side by side (``core.kernels.multiclass``):
+    a DoS model's ``2 rank`` columns of ``[U | V]^T``, a linear model's one weight. Its rows
+    are copies: :meth:`write_back` puts them back after learning. Beyond ``FULL_STACK_FLOATS``,
+    or for a batch with fewer non-zeros than features, only the batch's active features are
+    stacked and its column indices renumbered into them (``indices``), so a product over 2^20
+    hashed features touches only those.
+    """
+
+    def __init__(self, cores: list, batch: CSRBatch, n_features: int):
+        self.cores = cores
+        self.batch = batch
+        self.dos = type(cores[0]) is DoSClassifier
+        self.rank = cores[0].rank if self.dos else 0
+        self.width = 2 * self.rank if self.dos else 1
+        full = (n_features + 1) * self.width * len(cores) <= FULL_STACK_FLOATS
+        if full and batch.values.shape[0] >= n_features:
+            self.rows = slice(None)  # every feature: no renumbering
+            self.indices = batch.indices
+            n_active = n_features
+        else:
+            active = np.unique(batch.indices)
+            self.rows = np.append(active, n_features).astype(INDEX)  # active ones, then bias
+            self.indices = np.searchsorted(active, batch.indices).astype(INDEX)
+            n_active = active.shape[0]
+        if self.dos:
+            self.W = np.hstack([core._W[self.rows] for core in cores])
+            self.bias = np.ones(self.W.shape[1])
+        else:
+            self.W = np.column_stack([core.w_[self.rows] for core in cores])
+            self.bias = np.array([core._bias for core in cores], dtype=FLOAT)
+        cells = batch.n_rows * n_active
+        self.dense = cells > 0 and batch.values.shape[0] >= DENSE_SHARE * cells
+        self._csr = sp.csr_matrix(
+            (batch.values, self.indices, batch.indptr), shape=(batch.n_rows, n_active)
+        )
+
+    @classmethod
+    def of(cls, models: list, batch: CSRBatch, n_features: int) -> _Stack | None:
+        """The stack of ``models`` over ``batch``, or None unless they are all DoS (of one
+        rank) or all linear PA models."""
+        cores = [_stackable(model) for model in models]
+        if any(core is None for core in cores) or len({type(core) for core in cores}) != 1:
+            return None
+        if type(cores[0]) is DoSClassifier and len({core.rank for core in cores}) != 1:
+            return None
+        return cls(cores, batch, n_features)
+
+    def block(self, start: int, stop: int, gram: bool = False):
+        """``(P, G)`` of rows start..stop: P = Z W (one product; the bias row added once) and,
+        if asked, the Gram matrix G = Z Z^T with ``z = [x, bias]`` (else None)."""
+        bias = self.bias * self.W[-1]
+        if self.dense:
+            X = np.empty((stop - start, self.W.shape[0] - 1))
+            _stack_densify(self._csr.indptr, self.indices, self.batch.values, start, stop, X)
+            P = X @ self.W[:-1]
+            G = X @ X.T if gram else None
+        else:
+            X = self._csr[start:stop]
+            P = np.asarray(X @ self.W[:-1])
+            G = (X @ X.T).toarray() if gram else None
+        P += bias
+        if G is not None:
+            G += self.bias[0] * self.bias[0]
+        return np.ascontiguousarray(P), G
+
+    def scores(self) -> np.ndarray:
+        """Every model's score of every row of the batch, shape (n_rows, n_models)."""
+        n_rows, n_models = self.batch.n_rows, len(self.cores)
+        scores = np.empty((n_rows, n_models))
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            for start in range(0, n_rows, STACK_BLOCK_ROWS):
+                stop = min(start + STACK_BLOCK_ROWS, n_rows)
+                P, _ = self.block(start, stop)
+                if self.dos:
+                    _stack_dos_scores(P, stop - start, self.rank, scores[start:stop])
+                else:
+                    scores[start:stop] = P
+        return scores
+
+    def write_back(self) -> None:
+        """Copy the stacked rows back into the models."""
+        for p, core in enumerate(self.cores):
+            columns = self.W[:, p * self.width : (p + 1) * self.width]
+            if self.dos:
+                core._W[self.rows] = columns
+            else:
+                core.w_[self.rows] = columns[:, 0]
 
 
 def _check_squared_norms(batch: CSRBatch) -> None:
