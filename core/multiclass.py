@@ -590,7 +590,7 @@ class OneVsRest(_Reduction, Estimator):
 #: batches of fewer rows are scored model by model (stacking costs about one row's scoring)
 STACK_MIN_ROWS = 8
 #: rows per product of the stacked path (bounds its scratch to rows x n_models x width)
-STACK_BLOCK_ROWS = 256
+STACK_BLOCK_ROWS = 128
 #: rows per block of the progressive one-vs-one learning (the Gram corrections grow with it)
 PROGRESSIVE_BLOCK_ROWS = 64
 #: models stacked over every feature up to this many floats (else over a batch's active ones)
@@ -671,7 +671,12 @@ class _Stack:
         if self.dense:
             X = np.empty((stop - start, self.W.shape[0] - 1))
             _stack_densify(self._csr.indptr, self.indices, self.batch.values, start, stop, X)
-            P = X @ self.W[:-1]
+            # the block's active features only: on MNIST a block of 64 digits uses 470 of the
+            # 784 pixels, and the gathered rows of W cost less than the products they save
+            columns = np.flatnonzero(X.any(axis=0))
+            W = self.W[columns]
+            X = X[:, columns]
+            P = X @ W
             G = X @ X.T if gram else None
         else:
             X = self._csr[start:stop]
