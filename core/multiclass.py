@@ -118,10 +118,28 @@ class _Reduction:
         winner = self._winners(self._model_scores_row(indices, values)[None, :])[0]
         return self.classes_[winner]
 
+    def _model_scores_many(self, X) -> np.ndarray:
+        """The binary models' scores of a batch as the ``*_many`` methods take it. A dense
+        float array of finite values is multiplied as it is (:meth:`_Stack.of_dense`), without
+        the CSR form that ``as_batch`` builds (which costs about as much as the scoring);
+        anything else goes through ``as_batch``, which validates it."""
+        if (
+            isinstance(X, np.ndarray)
+            and X.ndim == 2
+            and X.dtype.kind == "f"
+            and X.shape[1] == self.n_features
+            and X.shape[0] >= STACK_MIN_ROWS
+        ):
+            stack = _Stack.of_dense(self.models_, self.n_features)
+            if stack is not None:
+                X = np.asarray(X, dtype=FLOAT)
+                if np.isfinite(X).all():
+                    return stack.scores(X)
+        return self._model_scores_batch(as_batch(X, self.n_features))
+
     def predict_many(self, X) -> np.ndarray:
         """Predicted classes of a batch: int64 array for int classes, object array for strings."""
-        batch = as_batch(X, self.n_features)
-        return self._labels[self._winners(self._model_scores_batch(batch))]
+        return self._labels[self._winners(self._model_scores_many(X))]
 
     # -- probabilities ---------------------------------------------------------------------
     def _binary_probabilities(self, model_scores: np.ndarray) -> np.ndarray:
@@ -148,8 +166,7 @@ class _Reduction:
 
     def predict_proba_many(self, X) -> np.ndarray:
         """Class probabilities of a batch, shape (n_rows, n_classes)."""
-        batch = as_batch(X, self.n_features)
-        return self._probabilities(self._model_scores_batch(batch))
+        return self._probabilities(self._model_scores_many(X))
 
     def proba_from_batch(self, batch: CSRBatch) -> np.ndarray:
         """``predict_proba_many`` of a batch already validated for this model."""
@@ -308,7 +325,7 @@ class OneVsOne(_Reduction, Estimator):
 
     def decision_many(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(votes, confidence)`` of a batch, each of shape (n_rows, n_classes)."""
-        return self._decide(self._model_scores_batch(as_batch(X, self.n_features)))
+        return self._decide(self._model_scores_many(X))
 
     def score_one(self, x) -> np.ndarray:
         """``score_many`` of one example, shape (n_classes,)."""
@@ -546,7 +563,7 @@ class OneVsRest(_Reduction, Estimator):
 
     def score_many(self, X) -> np.ndarray:
         """The binary models' scores for a batch, shape (n_rows, n_classes)."""
-        return self._model_scores_batch(as_batch(X, self.n_features))
+        return self._model_scores_many(X)
 
     def learn_one(self, x, y) -> Step:
         """Learn one example: every binary model updates. Returns a :class:`core.base.Step`
@@ -607,6 +624,11 @@ def _blas_threads() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+def _fits(cores: list, n_features: int, width: int) -> bool:
+    """Whether the models stacked over every feature stay within ``FULL_STACK_FLOATS``."""
+    return (n_features + 1) * width * len(cores) <= FULL_STACK_FLOATS
+
+
 def _stackable(model: BinaryClassifier) -> DoSClassifier | LinearPA | None:
     """The DoS or linear PA model of a binary model (under a ``Calibrated``), or None."""
     inner = model.model_ if type(model) is Calibrated else model
@@ -625,16 +647,17 @@ class _Stack:
     hashed features touches only those.
     """
 
-    def __init__(self, cores: list, batch: CSRBatch, n_features: int):
+    def __init__(self, cores: list, batch: CSRBatch | None, n_features: int):
         self.cores = cores
         self.batch = batch
         self.dos = type(cores[0]) is DoSClassifier
         self.rank = cores[0].rank if self.dos else 0
         self.width = 2 * self.rank if self.dos else 1
-        full = (n_features + 1) * self.width * len(cores) <= FULL_STACK_FLOATS
-        if full and batch.values.shape[0] >= n_features:
+        if batch is None or (
+            _fits(cores, n_features, self.width) and batch.values.shape[0] >= n_features
+        ):
             self.rows = slice(None)  # every feature: no renumbering
-            self.indices = batch.indices
+            self.indices = None if batch is None else batch.indices
             n_active = n_features
         else:
             active = np.unique(batch.indices)
@@ -647,54 +670,83 @@ class _Stack:
         else:
             self.W = np.column_stack([core.w_[self.rows] for core in cores])
             self.bias = np.array([core._bias for core in cores], dtype=FLOAT)
-        cells = batch.n_rows * n_active
-        self.dense = cells > 0 and batch.values.shape[0] >= DENSE_SHARE * cells
-        self._csr = sp.csr_matrix(
-            (batch.values, self.indices, batch.indptr), shape=(batch.n_rows, n_active)
-        )
+        if batch is not None:
+            cells = batch.n_rows * n_active
+            self.dense = cells > 0 and batch.values.shape[0] >= DENSE_SHARE * cells
+            self._csr = sp.csr_matrix(
+                (batch.values, self.indices, batch.indptr), shape=(batch.n_rows, n_active)
+            )
 
-    @classmethod
-    def of(cls, models: list, batch: CSRBatch, n_features: int) -> _Stack | None:
-        """The stack of ``models`` over ``batch``, or None unless they are all DoS (of one
-        rank) or all linear PA models."""
+    @staticmethod
+    def _cores(models: list) -> list | None:
         cores = [_stackable(model) for model in models]
         if any(core is None for core in cores) or len({type(core) for core in cores}) != 1:
             return None
         if type(cores[0]) is DoSClassifier and len({core.rank for core in cores}) != 1:
             return None
-        return cls(cores, batch, n_features)
+        return cores
+
+    @classmethod
+    def of(cls, models: list, batch: CSRBatch, n_features: int) -> _Stack | None:
+        """The stack of ``models`` over ``batch``, or None unless they are all DoS (of one
+        rank) or all linear PA models."""
+        cores = cls._cores(models)
+        return None if cores is None else cls(cores, batch, n_features)
+
+    @classmethod
+    def of_dense(cls, models: list, n_features: int) -> _Stack | None:
+        """The stack of ``models`` over every feature, for dense rows (None as :meth:`of`, or
+        beyond ``FULL_STACK_FLOATS``)."""
+        cores = cls._cores(models)
+        if cores is None:
+            return None
+        width = 2 * cores[0].rank if type(cores[0]) is DoSClassifier else 1
+        return cls(cores, None, n_features) if _fits(cores, n_features, width) else None
+
+    def _product(self, X: np.ndarray, gram: bool):
+        """``(P, G)`` of dense rows X (n_active columns): P = Z W and, if asked, G = Z Z^T
+        with ``z = [x, bias]`` (else None)."""
+        # the rows' active features only: on MNIST a block of 64 digits uses 470 of the 784
+        # pixels, and the gathered rows of W cost less than the products they save
+        columns = np.flatnonzero(X.any(axis=0))
+        W = self.W[columns]
+        X = X[:, columns]
+        P = X @ W
+        P += self.bias * self.W[-1]
+        G = None
+        if gram:
+            G = X @ X.T
+            G += self.bias[0] * self.bias[0]
+        return P, G
 
     def block(self, start: int, stop: int, gram: bool = False):
-        """``(P, G)`` of rows start..stop: P = Z W (one product; the bias row added once) and,
-        if asked, the Gram matrix G = Z Z^T with ``z = [x, bias]`` (else None)."""
-        bias = self.bias * self.W[-1]
+        """``_product`` of rows start..stop of the batch (multiplied as CSR by scipy when the
+        batch is sparse)."""
         if self.dense:
             X = np.empty((stop - start, self.W.shape[0] - 1))
             _stack_densify(self._csr.indptr, self.indices, self.batch.values, start, stop, X)
-            # the block's active features only: on MNIST a block of 64 digits uses 470 of the
-            # 784 pixels, and the gathered rows of W cost less than the products they save
-            columns = np.flatnonzero(X.any(axis=0))
-            W = self.W[columns]
-            X = X[:, columns]
-            P = X @ W
-            G = X @ X.T if gram else None
-        else:
-            X = self._csr[start:stop]
-            P = np.asarray(X @ self.W[:-1])
-            G = (X @ X.T).toarray() if gram else None
-        P += bias
-        if G is not None:
+            return self._product(X, gram)
+        X = self._csr[start:stop]
+        P = np.asarray(X @ self.W[:-1])
+        P += self.bias * self.W[-1]
+        G = None
+        if gram:
+            G = (X @ X.T).toarray()
             G += self.bias[0] * self.bias[0]
         return np.ascontiguousarray(P), G
 
-    def scores(self) -> np.ndarray:
-        """Every model's score of every row of the batch, shape (n_rows, n_models)."""
-        n_rows, n_models = self.batch.n_rows, len(self.cores)
-        scores = np.empty((n_rows, n_models))
+    def scores(self, X: np.ndarray | None = None) -> np.ndarray:
+        """Every model's score of every row, shape (n_rows, n_models): of the batch, or of
+        the dense rows X (a stack made by :meth:`of_dense`)."""
+        n_rows = self.batch.n_rows if X is None else X.shape[0]
+        scores = np.empty((n_rows, len(self.cores)))
         with _blas_threads().limit(limits=1, user_api="blas"):
             for start in range(0, n_rows, STACK_BLOCK_ROWS):
                 stop = min(start + STACK_BLOCK_ROWS, n_rows)
-                P, _ = self.block(start, stop)
+                if X is None:
+                    P, _ = self.block(start, stop)
+                else:
+                    P, _ = self._product(X[start:stop], False)
                 if self.dos:
                     _stack_dos_scores(P, stop - start, self.rank, scores[start:stop])
                 else:

@@ -211,3 +211,26 @@ def test_one_vs_rest_learn_many_carries_progressive_predictions():
     expected = learn_one_loop(reference, X, y)
     steps = model.learn_many(X, y)
     assert np.array_equal(steps.predicted, [s.predicted for s in expected])
+
+
+@pytest.mark.parametrize("reduction", [OneVsOne, OneVsRest])
+def test_dense_rows_are_scored_without_the_csr_form_and_still_validated(reduction):
+    """A dense float array goes to the stack as it is (zero columns skipped per block);
+    anything it cannot take (non-finite values, ints, few rows) goes through as_batch."""
+    X, y = stream(n=300, d=8)
+    X[:, [1, 5]] = 0.0  # features no row of a block uses
+    X[::7] = 0.0  # zero rows
+    model = reduction(base=BASES["dos-calibrated"](8), classes=CLASSES)
+    model.learn_many(X, y)
+    assert_close(model._model_scores_many(X), per_model_scores(model, X))
+    assert np.array_equal(model.predict_many(X), model.predict_many(sp.csr_matrix(X)))
+    assert_close(model.predict_proba_many(X), model.predict_proba_many(sp.csr_matrix(X)))
+    assert_close(model.score_many(X[:5]), model.score_many(sp.csr_matrix(X[:5])))
+    bad = X.copy()
+    bad[20, 3] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        model.predict_many(bad)
+    with pytest.raises(ValueError):
+        model.predict_many(X[:, :7])
+    integers = np.rint(X).astype(np.int64)
+    assert np.array_equal(model.predict_many(integers), model.predict_many(integers.astype(float)))
