@@ -27,7 +27,12 @@ from core.calibration import Calibrated
 from core.config import FLOAT, INDEX
 from core.dos import DoSClassifier
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
-from core.kernels.multiclass import _ovo_dos_learn_block, _stack_densify, _stack_dos_scores
+from core.kernels.multiclass import (
+    _ovo_dos_learn_block,
+    _ovo_linear_learn_block,
+    _stack_densify,
+    _stack_dos_scores,
+)
 from core.labels import LabelMap
 from core.linear import LinearPA
 
@@ -386,10 +391,10 @@ class OneVsOne(_Reduction, Estimator):
 
         ``progressive=True`` also scores every example by every pair just before it is learned
         (progressive validation, as ``learn_one``): the Steps then carry ``scores``
-        (``score_one`` before each update) and ``predicted``. With DoS bases (calibrated or
-        not) this is one product per block of rows against all pairs and a Gram correction
-        after each update (``core.kernels.multiclass``), equal to the ``learn_one`` loop to
-        rounding; other bases run the ``learn_one`` loop.
+        (``score_one`` before each update) and ``predicted``. With DoS or linear PA bases
+        (calibrated or not) this is one product per block of rows against all pairs and a
+        Gram correction after each update (``core.kernels.multiclass``), equal to the
+        ``learn_one`` loop to rounding; other bases run the ``learn_one`` loop.
 
         Inputs, labels and squared norms are checked before any pair learns. A score that
         overflows float64 in the middle of a batch (it depends on the state, so it cannot be
@@ -423,7 +428,7 @@ class OneVsOne(_Reduction, Estimator):
         stack = None
         if batch.n_rows >= STACK_MIN_ROWS:
             stack = _Stack.of(self.models_, batch, self.n_features)
-        if stack is None or not stack.dos:
+        if stack is None:
             return self._learn_rows(batch, targets)
         n_rows, n_pairs = batch.n_rows, len(self.models_)
         scores = np.zeros((n_rows, n_pairs))
@@ -432,18 +437,25 @@ class OneVsOne(_Reduction, Estimator):
         seen = np.array([core.n_seen_ for core in stack.cores], dtype=INDEX)
         updates = np.zeros(n_pairs, dtype=INDEX)
         pairs_of = np.array(self._pairs_of, dtype=INDEX)
-        h = np.empty(stack.width)
+        h = np.empty(max(stack.width, 1))
         base = stack.cores[0]
         failed = -1
         with _blas_threads().limit(limits=1, user_api="blas"):
             for start in range(0, n_rows, PROGRESSIVE_BLOCK_ROWS):
                 stop = min(start + PROGRESSIVE_BLOCK_ROWS, n_rows)
                 P, G = stack.block(start, stop, gram=True)
-                failed = _ovo_dos_learn_block(
-                    stack.W, stack.rank, batch.indptr, stack.indices, batch.values, start, stop,
-                    targets, pairs_of, self._first, base._mode, base._C, seen, P, G, h, scores,
-                    losses, counts, updates,
-                )  # fmt: skip
+                if stack.dos:
+                    failed = _ovo_dos_learn_block(
+                        stack.W, stack.rank, batch.indptr, stack.indices, batch.values, start,
+                        stop, targets, pairs_of, self._first, base._mode, base._C, seen, P, G, h,
+                        scores, losses, counts, updates,
+                    )  # fmt: skip
+                else:
+                    failed = _ovo_linear_learn_block(
+                        stack.W, base._bias, batch.indptr, stack.indices, batch.values, start,
+                        stop, targets, pairs_of, self._first, base._mode, base._C, seen, P, G,
+                        scores, losses, counts, updates,
+                    )  # fmt: skip
                 if failed >= 0:
                     break
         done = n_rows if failed < 0 else failed

@@ -12,7 +12,8 @@ is learned) uses that the DoS step of Saul 2021 (eqs 17-20) changes a pair's par
 rank-one term, ``W_p += delta z_j^T / s_j``: the projections of the block's later rows
 ``i > j`` move by ``delta (z_j . z_i) / s_j``, so the block is projected once at its start
 and corrected with the block's Gram matrix ``G = Z Z^T`` after each update (exact in
-arithmetic; O(block * width) per update instead of O(nnz * width) per pair per row).
+arithmetic; O(block * width) per update instead of O(nnz * width) per pair per row). The
+linear PA step ``w_p += tau y z`` is rank one too (``_ovo_linear_learn_block``).
 """
 
 import numba
@@ -20,6 +21,7 @@ import numpy as np
 
 from core.config import NJIT_OPTIONS
 from core.kernels.dos import _dos_residual, _dos_root
+from core.kernels.linear import _linear_step_size
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -143,6 +145,58 @@ def _ovo_dos_learn_block(
                 c = G[li, m] * inverse
                 for r in range(width):
                     P[m, at + r] += c * h[r]
+        losses[i] = loss
+        counts[i] = count
+    return -1
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _ovo_linear_learn_block(
+    W, bias, indptr, indices, values, start, stop, targets, pairs_of, first, mode, C, seen,
+    P, G, scores, losses, counts, updates,
+):  # fmt: skip
+    """``_ovo_dos_learn_block`` for linear PA pairs (Crammer et al. 2006): pair p's score is
+    P[i - start, p] and its step ``w_p += tau y z`` (z = [x, bias]) moves the block's later
+    scores by ``tau y (z_i . z_m)``. Steps are computed as ``core.kernels.linear._linear_step``
+    does; a row whose step overflows (PA's l / |z|^2 for a subnormal |z|^2) is refused whole,
+    as one whose scores are not finite. Returns that row, or -1."""
+    bias_row = W.shape[0] - 1
+    n_learners = pairs_of.shape[1]
+    steps = np.empty(n_learners)
+    for i in range(start, stop):
+        li = i - start
+        for p in range(scores.shape[1]):
+            scores[i, p] = P[li, p]
+        learners = pairs_of[targets[i]]
+        for p in learners:
+            if not np.isfinite(scores[i, p]):
+                return i
+        squared_norm = bias * bias
+        for k in range(indptr[i], indptr[i + 1]):
+            squared_norm += values[k] * values[k]
+        loss = 0.0
+        for n in range(n_learners):
+            p = learners[n]
+            y = 1.0 if first[p] == targets[i] else -1.0
+            hinge = max(0.0, 1.0 - y * scores[i, p])
+            loss += hinge
+            steps[n] = _linear_step_size(hinge, squared_norm, mode, C) * y
+            if not np.isfinite(steps[n]):
+                return i
+        count = 0
+        for n in range(n_learners):
+            p = learners[n]
+            seen[p] += 1
+            step = steps[n]
+            if step == 0.0:
+                continue
+            count += 1
+            updates[p] += 1
+            for k in range(indptr[i], indptr[i + 1]):
+                W[indices[k], p] += step * values[k]
+            W[bias_row, p] += step * bias
+            for m in range(li + 1, stop - start):
+                P[m, p] += step * G[li, m]
         losses[i] = loss
         counts[i] = count
     return -1

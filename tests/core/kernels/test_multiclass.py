@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from core.kernels.multiclass import _ovo_dos_learn_block, _stack_densify, _stack_dos_scores
+from core.kernels.multiclass import (
+    _ovo_dos_learn_block,
+    _ovo_linear_learn_block,
+    _stack_densify,
+    _stack_dos_scores,
+)
 from tests import naive
 
 PAIRS = [(0, 1), (0, 2), (1, 2)]
@@ -98,3 +103,36 @@ def test_learn_block_stops_before_a_row_whose_scores_overflow():
     assert failed == 1 and counts[0] == 2 and counts[1] == 0
     assert np.all(np.isfinite(scores[0])) and not np.isfinite(scores[1, 0])
     assert np.array_equal(W[0], np.full(6, 1e200))  # x = 0 moved only the bias row
+
+
+@pytest.mark.parametrize("mode,C", [("pa", 1.0), ("pa1", 0.05), ("pa2", 0.3)])
+@pytest.mark.parametrize("bias", [1.0, 0.0], ids=["intercept", "no-intercept"])
+def test_linear_learn_block_is_the_pa_step_of_each_pair_in_order(mode, C, bias):
+    rng = np.random.default_rng(2)
+    d, n = 4, 10
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.7)
+    X[3] = 0.0  # no intercept: |z|^2 = 0, no step
+    targets = rng.integers(3, size=n)
+    W = rng.standard_normal((d + 1, 3)) * 0.3
+    w = [W[:, p].copy() for p in range(3)]
+    Z = np.hstack([X, np.full((n, 1), bias)])
+    P, G = Z @ W, Z @ Z.T
+    seen, updates = np.zeros(3, np.int64), np.zeros(3, np.int64)
+    scores, losses, counts = np.zeros((n, 3)), np.zeros(n), np.zeros(n, dtype=np.int64)
+    failed = _ovo_linear_learn_block(
+        W, bias, *csr(X), 0, n, targets, PAIRS_OF, FIRST, MODES[mode], C, seen, P, G,
+        scores, losses, counts, updates,
+    )  # fmt: skip
+    assert failed == -1
+    for i in range(n):
+        np.testing.assert_allclose(scores[i], [w[p] @ Z[i] for p in range(3)], atol=1e-12)
+        loss, count = 0.0, 0
+        for p in PAIRS_OF[targets[i]]:
+            y = 1.0 if FIRST[p] == targets[i] else -1.0
+            w[p], score, tau = naive.linear_pa_step(w[p], Z[i], y, mode, C)
+            loss += max(0.0, 1.0 - y * score)
+            count += tau > 0
+        assert losses[i] == pytest.approx(loss, rel=1e-10, abs=1e-12)
+        assert counts[i] == count
+    np.testing.assert_allclose(W, np.column_stack(w), atol=1e-12)
+    assert seen.tolist() == [np.sum((targets == i) | (targets == j)) for i, j in PAIRS]
