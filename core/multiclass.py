@@ -632,7 +632,9 @@ DENSE_SHARE = 0.05
 def _blas_threads() -> ThreadpoolController:
     """The BLAS thread pools. The stacked products run on one thread: they are issued block
     by block between kernel calls, and OpenBLAS's own threads made them 3-6x slower on this
-    2-core machine whenever another process was busy (30 against 9 GFLOP/s at load 6)."""
+    2-core machine whenever another process was busy (30 against 9 GFLOP/s at load 6). The
+    limit is process-wide: two threads inside it at once may leave BLAS at one thread after
+    both have left (never at more than it had)."""
     return ThreadpoolController()
 
 
