@@ -296,6 +296,8 @@ def render(result: dict) -> str:
     table = "\n".join(f"| {what} | {rate(s[key][0])} | {rate(s[key][1])} |" for what, key in rows)
     return f"""## Dense multi-class bulk feedback and batch scoring (`{COMMAND}`)
 
+Command: `{result["command"]}`.
+
 {s["rows"]:,} MNIST test digits (repeated), scaled to [0, 1], 10 classes, one-vs-one DoS
 rank 16 over Platt-calibrated pairs, averaging every 5,000 (the model the service builds for
 that request). `learn_many` calls and HTTP bodies of {result["body"]:,} rows; svmlight values
@@ -359,6 +361,7 @@ def main(argv=None) -> None:
     measured = measure(X, y, args.body, args.repeats)
     result = {
         "environment": environment("threadpoolctl"),
+        "command": " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)]),
         "repeats": args.repeats,
         "body": args.body,
         "body_bytes": measured["body_bytes"],
