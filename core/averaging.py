@@ -117,9 +117,10 @@ class Averaged(Estimator):
             self.n_averaged_ += 1
         return result
 
-    def learn_many(self, X, y):
+    def learn_many(self, X, y, **options):
         """Learn a batch in order, exactly as ``learn_one`` would. Returns what the live model
-        returns (per-example arrays of the chunks concatenated)."""
+        returns (per-example arrays of the chunks concatenated); ``options`` go to the live
+        model's ``learn_many`` (e.g. one-vs-one's ``progressive``)."""
         X, y, n_rows = _sliceable(X, y)
         interval = self.interval
         first = min(n_rows, interval - self.n_seen_ % interval)
@@ -128,7 +129,7 @@ class Averaged(Estimator):
             # one chunk, no averaging inside it: nothing to undo if the live model refuses;
             # the rows it learned before a row it refused part-way count as seen
             try:
-                result = self.live_.learn_many(X, y)
+                result = self.live_.learn_many(X, y, **options)
             except PartialBatchError as error:
                 self.n_seen_ += len(error.learned)
                 raise
@@ -143,7 +144,7 @@ class Averaged(Estimator):
         results = []
         try:
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
-                results.append(self.live_.learn_many(X[start:stop], y[start:stop]))
+                results.append(self.live_.learn_many(X[start:stop], y[start:stop], **options))
                 n_seen += stop - start
                 if n_seen % interval == 0:
                     n_averaged += 1

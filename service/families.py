@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from core.base import Estimator
 from core.features import CSRBatch
+from core.labels import LabelMap
 from core.mofm import Reservoir
 from service.exceptions import InvalidRequest
 from service.kinds import Plan
@@ -229,35 +230,46 @@ class Regression(Family):
 class Reduction(Family):
     """More than two classes by one-vs-one or one-vs-rest binary models (hinge loss summed
     over the binary models that learned); class probabilities from calibrated binary models
-    (one-vs-rest normalised, one-vs-one by pairwise coupling)."""
+    (one-vs-rest normalised, one-vs-one by pairwise coupling).
+
+    A batch is learned by one ``learn_many`` whose steps carry the prediction made just before
+    each example is learned (one-vs-one: ``progressive=True``, see ``core.multiclass``), and
+    predicted from one scoring of the binary models (``decide_batch``)."""
 
     def __init__(self, plan: Plan):
         super().__init__(plan)
         self.probabilistic = plan.calibrated
+        self.options = {"progressive": True} if plan.multiclass == "ovo" else {}
+        self.label_map = LabelMap(self.classes)
+        # the labels as an array whose look-ups in core need no Python loop (int64 or str)
+        strings = all(isinstance(c, str) for c in self.classes)
+        self.labels = np.array(self.classes) if strings else self.label_map.array
 
     def predict(self, scorer, batch):
-        X = csr_of(batch, self.n_features)
         with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused next)
-            scores = np.asarray(scorer.score_many(X), dtype=np.float64)
-        scores = _finite(scores)
+            winners, scores, model_scores = scorer.decide_batch(batch)
+        scores = _finite(np.asarray(scores, dtype=np.float64))
         probabilities = (
-            np.asarray(scorer.proba_from_batch(batch)).tolist()
+            np.asarray(scorer.proba_from_model_scores(model_scores)).tolist()
             if self.probabilistic
             else [None] * batch.n_rows
         )
-        return scorer.predict_many(X).tolist(), scores.tolist(), probabilities
+        labels = [self.classes[k] for k in winners.tolist()]
+        return labels, scores.tolist(), probabilities
 
     def learn(self, estimator, batch, targets, window):
         n = batch.n_rows
-        predicted = np.empty(n, dtype=np.int64)
-        losses = np.empty(n)
-        aggressive = np.empty(n, dtype=bool)
-        for i in range(n):
-            step = estimator.learn_one(batch.row(i), self.classes[targets[i]])
-            predicted[i] = self.classes.index(step.predicted)
-            losses[i] = step.loss
-            aggressive[i] = step.n_aggressive > 0
-        return Learned(predicted, losses, aggressive, predicted == targets)
+        if n == 1:  # the common single example, plain Python around learn_one
+            step = estimator.learn_one(batch.row(0), self.classes[targets[0]])
+            predicted = np.array([self.classes.index(step.predicted)])
+            return Learned(
+                predicted, [float(step.loss)], [step.n_aggressive > 0], predicted == targets
+            )
+        steps = estimator.learn_many(
+            csr_of(batch, self.n_features), self.labels[targets], **self.options
+        )
+        predicted = self.label_map.indices(steps.predicted.astype(self.labels.dtype), n)
+        return Learned(predicted, steps.losses, steps.aggressive, predicted == targets)
 
 
 class MultiOutput(Family):
