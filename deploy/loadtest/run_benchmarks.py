@@ -364,6 +364,8 @@ def baseline_of(runs: list[dict], bare_runs: list[dict]) -> dict:
     ]
     bare_rps = median_of(bare_runs, "throughput_rps")
     rps = median_of(runs, "throughput_rps")
+    bare_cpu = median_of(bare_runs, "server_cpu_us_per_request")
+    cpu = median_of(runs, "server_cpu_us_per_request")
     return {
         "bare": {
             "throughput_rps": bare_rps,
@@ -376,6 +378,8 @@ def baseline_of(runs: list[dict], bare_runs: list[dict]) -> dict:
         "ratio_to_bare": statistics.median(ratios) if ratios else None,
         "ratios_per_repeat": ratios,
         "ratio_of_medians": round(rps / bare_rps, 4) if rps and bare_rps else None,
+        # the throughput ratio at equal CPU: less sensitive to what else the machine runs
+        "cpu_ratio_to_bare": round(bare_cpu / cpu, 4) if cpu and bare_cpu else None,
     }
 
 
@@ -516,15 +520,22 @@ def markdown(result: dict) -> str:
         lines += [
             "",
             "The bare FastAPI baseline (`deploy/loadtest/bare_app.py`): the same endpoints as "
-            "`async def` routes taking the service's request schemas as body parameters and "
-            "answering through its response schemas, no model, log, metrics or middleware, "
-            "under the same uvicorn settings; measured back to back with the service in each "
-            "repeat (the order alternating), the ratio is the median of the repeats' ratios. "
+            "`async def` routes whose body parameter is a pydantic model of the same JSON "
+            "shape and whose `response_model` has the shape of the service's answer; no "
+            "model, log, metrics or middleware; under the same uvicorn settings. It is "
+            "measured back to back with the service in each repeat (the order alternating); "
+            "the ratio is the median of the repeats' ratios. "
             + "; ".join(
                 f"{row['description']}: bare {_fmt(row['bare']['throughput_rps'])} req/s "
                 f"(p50 {_fmt(row['bare']['p50_ms'], 2)} ms, p99 {_fmt(row['bare']['p99_ms'], 2)}"
                 f" ms, server CPU {_fmt(row['bare']['server_cpu_us_per_request'], 0)} us/req), "
                 f"ratios per repeat {', '.join(f'{r:.2f}' for r in row['ratios_per_repeat'])}"
+                + (
+                    f", server CPU per request bare / service "
+                    f"{_fmt(row['cpu_ratio_to_bare'], 2)} (the ratio at equal CPU)"
+                    if row.get("cpu_ratio_to_bare") is not None
+                    else ""
+                )
                 for row in compared
             )
             + ".",
@@ -702,6 +713,10 @@ def main(argv: list[str] | None = None) -> int:
         args.note.append(args.notes_file.read_text())
     if args.render:
         result = json.loads(args.render.read_text())
+        for row in result["scenarios"]:  # (the baseline's figures as this version has them)
+            bare_runs = result["runs"].get(f"{row['scenario']} (bare)")
+            if bare_runs:
+                row.update(baseline_of(result["runs"][row["scenario"]], bare_runs))
         if args.note:
             result["notes"] = args.note
         if args.costs:

@@ -39,6 +39,11 @@ async def predict(name: str, request: Request, app: App) -> JSONResponse:
 
 #: predict bodies up to this size are answered on the event loop when the model is free
 INLINE_BODY_BYTES = 16 * 1024
+#: ... and when the body's bytes times the model's floats per input feature (a bound on the
+#: scoring work: a non-zero takes a few bytes, and touches at most that many parameters)
+#: stay under this: a DoS model of rank 16 takes ~600 bytes x 64, a one-vs-one reduction
+#: over 40 classes (780 binary models) goes to a thread
+INLINE_WORK = 1 << 20
 
 
 async def serve(
@@ -46,11 +51,12 @@ async def serve(
 ) -> dict:
     """The answer to a predict request (FastAPI's route and the fast path).
 
-    A small request whose model no learner holds or waits for is answered on the event
-    loop: its work (validation, a score kernel that releases the GIL, an id) takes
-    microseconds, a trip to a handler thread and back several times that. Any other goes to
-    the thread pool in one trip, so that the loop never waits for a lock or a large batch;
-    the response is built there, already valid, so it is not validated again."""
+    A small request (body and scoring work, ``INLINE_BODY_BYTES`` and ``INLINE_WORK``)
+    whose model no learner holds or waits for is answered on the event loop: its work
+    (validation, a score kernel, an id) takes microseconds, a trip to a handler thread and
+    back several times that. Any other goes to the thread pool in one trip, so that the loop
+    never waits for a lock or a large batch; the response is built there, already valid, so
+    it is not validated again."""
     data = await body()
     content_type = headers.get("content-type")
     if len(data) <= INLINE_BODY_BYTES:
@@ -63,10 +69,13 @@ async def serve(
 def _predict(
     app: Components, name: str, variant, content_type, data: bytes, blocking: bool = True
 ) -> dict | None:
-    """The answer, or None if ``blocking`` is false and the model's lock is not free."""
+    """The answer, or None if ``blocking`` is false and the request is not small or the
+    model's lock is not free."""
     variant = bodies.variant(variant)
     request = bodies.predict_request(content_type, data)
     with app.models.use(name) as live:
+        if not blocking and len(data) * live.plan.floats > INLINE_WORK * live.n_features:
+            return None
         rows = bodies.predict_rows(request, live, app.settings.max_batch)
         predicted = live.predict(rows, variant, blocking)
         if predicted is None:

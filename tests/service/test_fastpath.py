@@ -405,6 +405,11 @@ def test_a_small_predict_is_answered_on_the_loop_unless_a_learner_holds_the_mode
         answer = client.post("/v1/models/m/predict", json=large)
         assert answer.status_code == 200 and len(answer.json()["predictions"]) == 1000
         assert len(hops) == 1 and hops[0] > predict_route.INLINE_BODY_BYTES
+        create(client, name="wide", classes=list(range(40)))  # 780 one-vs-one models
+        answer = client.post("/v1/models/wide/predict", json=INSTANCE)
+        assert answer.status_code == 200 and answer.json()["predictions"][0]["label"] in range(40)
+        assert len(hops) == 2 and hops[1] < 100  # a small body, but a large score: a thread
+        hops.clear()
         live = client.app.state.components.models.get("m")
         answers = []
         with live.lock.write():  # a learner holds the model
@@ -412,7 +417,7 @@ def test_a_small_predict_is_answered_on_the_loop_unless_a_learner_holds_the_mode
                 target=lambda: answers.append(client.post("/v1/models/m/predict", json=INSTANCE))
             )
             waiting.start()
-            wait_for(lambda: len(hops) == 2)  # it went to a thread
+            wait_for(lambda: len(hops) == 1)  # it went to a thread
             other = []
             health = threading.Thread(target=lambda: other.append(client.get("/healthz")))
             health.start()
