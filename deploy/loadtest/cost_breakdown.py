@@ -409,7 +409,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
 
     def prometheus():  # as ServiceMiddleware and the predict handler do
         metrics.request_done("/v1/models/{name}/predict", "POST", 200, 0.001)
-        metrics.predictions.labels("m").inc(1)
+        metrics.predicted("m", 1)
 
     response_body = PredictResponse.model_validate(content).model_dump_json().encode()
     framing = h11_round_trip(
