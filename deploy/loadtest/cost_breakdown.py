@@ -422,7 +422,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
         ("instance_row (feature validation)", lambda: instance_row(instance, live.n_features)),
         ("LiveModel.predict (norm check, read lock, DoS score kernel)",
          lambda: live.predict([row], "live")),
-        ("PredictionCache.put (uuid4 + compact)",
+        ("PredictionCache.put (random id + compact)",
          lambda: components.cache.put(live.incarnation, [row])),
         ("PredictResponse validate + dump_json (response_model)",
          lambda: PredictResponse.model_validate(content).model_dump_json()),

@@ -26,7 +26,7 @@ Scenarios (model: DoS rank 16 over 2^18 hashed features, ~30 non-zeros per examp
 - ``mixed_closed``: 80% predictions / 20% feedback by prediction id, closed loop.
 
 The closed-loop predict and feedback scenarios are also run against a bare FastAPI app with
-the same endpoints and body schemas and no model behind them (``bare_app.py``, under the same
+the same endpoints and body shapes and no model behind them (``bare_app.py``, under the same
 uvicorn settings, started beside the service): in each repeat the two are measured back to
 back (the order alternating), and the report gives the service's throughput as a fraction
 of the bare app's (targets: predict >= 0.8, durable feedback >= 0.65). ``--no-baseline``
