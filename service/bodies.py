@@ -71,6 +71,8 @@ def variant(value: str | None) -> str:
     """The ``?variant=`` of a predict request ("live" when absent)."""
     if value is None:
         return "live"
+    if value == "live" or value == "averaged":  # (the valid ones without pydantic)
+        return value
     try:
         return _VARIANT.validate_python(value)
     except ValidationError as error:

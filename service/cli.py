@@ -277,17 +277,22 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
 
 
+def uvicorn_options(settings, host: str | None = None, port: int | None = None) -> dict:
+    """The keyword arguments of ``uvicorn.run`` for an app factory, as ``serve`` runs the
+    service (the load test's bare baseline app runs under the same)."""
+    return {
+        "factory": True,
+        "host": host or settings.host,
+        "port": port or settings.port,
+        "log_config": configure_logging(settings.log_level),
+        "access_log": False,
+    }
+
+
 def serve(args) -> None:
     settings = load_settings()
     configure_process(settings)
-    uvicorn.run(
-        "service.main:create_app",
-        factory=True,
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_config=configure_logging(settings.log_level),
-        access_log=False,
-    )
+    uvicorn.run("service.main:create_app", **uvicorn_options(settings, args.host, args.port))
 
 
 def _value(text: str):

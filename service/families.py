@@ -56,6 +56,8 @@ def _sigmoid(scores: np.ndarray) -> np.ndarray:
 
 def _finite(scores: np.ndarray) -> np.ndarray:
     """The scores, or InvalidRequest naming the first row whose score overflows float64."""
+    if math.isfinite(scores.item()) if scores.size == 1 else np.isfinite(scores).all():
+        return scores  # (one score, the common request: no numpy call)
     bad = ~np.isfinite(scores)
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
@@ -155,13 +157,14 @@ class Binary(Family):
     def predict(self, scorer, batch):
         scores = _finite(scorer.score_batch(batch))
         negative, positive = self.classes
-        labels = [positive if s > 0 else negative for s in scores.tolist()]
+        values = scores.tolist()
+        labels = [positive if s > 0 else negative for s in values]
         probabilities = (
             scorer.proba_from_scores(scores).tolist()
             if self.probabilistic
             else [None] * batch.n_rows
         )
-        return labels, scores.tolist(), probabilities
+        return labels, values, probabilities
 
     def learn(self, estimator, batch, targets, window):
         if batch.n_rows == 1:  # the common single example, plain Python around learn_one

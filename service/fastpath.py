@@ -19,9 +19,11 @@ fast path on and off.
 
 from __future__ import annotations
 
-from fastapi.responses import JSONResponse
+import json
+from urllib.parse import parse_qsl
+
 from fastapi.routing import APIRoute
-from starlette.datastructures import Headers, QueryParams
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 
 from service.deps import Components, check_read, check_write
@@ -34,6 +36,33 @@ ENDPOINTS = {
     "predict": "/v1/models/{name}/predict",
     "feedback": "/v1/models/{name}/feedback",
 }
+
+
+#: what starlette's JSONResponse renders with (one encoder, not one per answer)
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
+def query_value(query: bytes, name: str) -> str | None:
+    """The last value of ``name`` in a query string, as ``QueryParams(query).get(name)``."""
+    value = None
+    if query:
+        for key, item in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+            if key == name:
+                value = item
+    return value
+
+
+async def send_json(send, answer: dict) -> None:
+    """A 200 with ``answer`` as JSON: the bytes and headers of ``JSONResponse(answer,
+    headers=answer_headers(answer))``, without building the response object."""
+    body = _encode(answer).encode("utf-8")
+    extra = answer_headers(answer) or {}
+    headers = [
+        (key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in extra.items()
+    ]
+    headers += [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def read_body(receive) -> bytes:
@@ -95,7 +124,7 @@ class FastPath:
         try:
             if action == "predict":
                 check_read(components.settings, authorization)
-                variant = QueryParams(scope["query_string"]).get("variant")
+                variant = query_value(scope["query_string"], "variant")
                 answer = await predict.serve(
                     components, name, variant, headers, lambda: read_body(receive)
                 )
@@ -108,4 +137,4 @@ class FastPath:
                 raise
             await json_response(response)(scope, receive, send)
             return
-        await JSONResponse(answer, headers=answer_headers(answer))(scope, receive, send)
+        await send_json(send, answer)

@@ -49,7 +49,7 @@ class Lifecycle:
     def exit(self) -> None:
         with self._condition:
             self._inside -= 1
-            if self._inside == 0:
+            if self._inside == 0 and self._state is not State.SERVING:  # (``close`` waits)
                 self._condition.notify_all()
 
     def serve(self) -> None:

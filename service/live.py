@@ -12,6 +12,7 @@ that requests waiting together share one fsync.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -37,6 +38,13 @@ from service.lifecycle import Lifecycle
 from service.locks import RWLock
 
 log = logging.getLogger("lorentztron")
+
+
+def _all_finite(values) -> bool:
+    """Whether every value (a list of one, or an array) is finite."""
+    if len(values) == 1:
+        return math.isfinite(values[0])
+    return bool(np.all(np.isfinite(values)))
 
 
 def check_norms(batch: CSRBatch) -> None:
@@ -151,20 +159,30 @@ class LiveModel:
         """The estimator's target for a request's label (class index, or value)."""
         return self.family.target(label, where)
 
-    def predict(self, rows: list[Row], variant: str) -> tuple[int, list, list, list]:
-        """The model version, and the labels, scores and probabilities of validated rows."""
-        return self._predict(batch_from_rows(rows), variant)
+    def predict(
+        self, rows: list[Row], variant: str, blocking: bool = True
+    ) -> tuple[int, list, list, list] | None:
+        """The model version, and the labels, scores and probabilities of validated rows.
+        With ``blocking`` false, None (and nothing done) if a learner holds the model or
+        waits for it: the event loop predicts only what it need not wait for."""
+        return self._predict(batch_from_rows(rows), variant, blocking)
 
     def predict_batch(self, batch: CSRBatch, variant: str) -> tuple[list, list, list]:
         """The labels, scores and probabilities of a validated batch."""
         return self._predict(batch, variant)[1:]
 
-    def _predict(self, batch: CSRBatch, variant: str) -> tuple[int, list, list, list]:
+    def _predict(
+        self, batch: CSRBatch, variant: str, blocking: bool = True
+    ) -> tuple[int, list, list, list] | None:
         check_norms(batch)
-        with self.lock.read():
+        if not self.lock.acquire_read(blocking):
+            return None
+        try:
             version = self.version
             labels, scores, probabilities = self.family.predict(self.scorer(variant), batch)
             self.predictions += batch.n_rows
+        finally:
+            self.lock.release_read()
         return version, labels, scores, probabilities
 
     # -- learning ------------------------------------------------------------------------
@@ -362,7 +380,7 @@ class LiveModel:
             self.changes.mark(batch.indices)
         try:
             learned = self.family.learn(self.estimator, batch, targets, self.window)
-            if not np.all(np.isfinite(learned.losses)):
+            if not _all_finite(learned.losses):
                 raise ValueError("a loss overflows float64")
         except ValueError as error:
             self.version += 1
@@ -378,7 +396,12 @@ class LiveModel:
         self.n_learned += n
         if self.plan.kind.family != "online":  # refitted by the worker
             self.examples_since_refit += n
-        n_aggressive = int(np.count_nonzero(learned.aggressive))
+        aggressive = learned.aggressive
+        n_aggressive = (
+            int(np.count_nonzero(aggressive))
+            if isinstance(aggressive, np.ndarray)
+            else sum(1 for x in aggressive if x)  # (one example's list: no numpy call)
+        )
         self.n_aggressive += n_aggressive
         return {
             "version": self.version,

@@ -14,16 +14,21 @@ class RWLock:
         self._writer = False
         self._writers_waiting = 0
 
-    def acquire_read(self):
+    def acquire_read(self, blocking: bool = True) -> bool:
+        """Hold the lock shared; with ``blocking`` false, only if no writer holds it or
+        waits for it (False, not held, otherwise)."""
         with self._condition:
             while self._writer or self._writers_waiting:
+                if not blocking:
+                    return False
                 self._condition.wait()
             self._readers += 1
+            return True
 
     def release_read(self):
         with self._condition:
             self._readers -= 1
-            if self._readers == 0:
+            if self._readers == 0 and self._writers_waiting:  # (only writers wait for it)
                 self._condition.notify_all()
 
     def acquire_write(self):

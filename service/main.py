@@ -191,6 +191,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served offline by service.routes.docs
         redoc_url=None,
+        # the service's metrics and logs are its own (service.metrics, the JSON access
+        # log): FastAPI's OpenTelemetry layer would only ask, on every request, whether a
+        # tracer, meter or logger provider has been configured (none is)
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.openapi = lambda: build_openapi(app)
     install_error_handlers(app)

@@ -260,6 +260,7 @@ class Metrics:
         # and locks on every call): by (endpoint, method, status), and by model
         self._request_children: dict[tuple, tuple] = {}
         self._learn_children: dict[str, tuple] = {}
+        self._predict_children: dict[str, object] = {}
 
     def request_done(self, endpoint: str, method: str, status: int, seconds: float) -> None:
         """Count a request and observe its latency."""
@@ -289,6 +290,13 @@ class Metrics:
         if n_aggressive is not None:
             children[1].inc(n_aggressive)
             children[2].inc(n - n_aggressive)
+
+    def predicted(self, name: str, n: int) -> None:
+        """Count ``n`` predictions of a model."""
+        child = self._predict_children.get(name)
+        if child is None:
+            child = self._predict_children[name] = self.predictions.labels(name)
+        child.inc(n)
 
     def observe_cache(self, cache) -> None:
         self.pending.set(len(cache))
@@ -335,6 +343,7 @@ class Metrics:
         self.models.dec()
         self._log_failures_seen.pop(name, None)
         self._learn_children.pop(name, None)
+        self._predict_children.pop(name, None)
         for metric in (
             self.predictions,
             self.feedback,

@@ -410,7 +410,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
 
     def prometheus():  # as ServiceMiddleware and the predict handler do
         metrics.request_done("/v1/models/{name}/predict", "POST", 200, 0.001)
-        metrics.predictions.labels("m").inc(1)
+        metrics.predicted("m", 1)
 
     response_body = PredictResponse.model_validate(content).model_dump_json().encode()
     framing = h11_round_trip(
@@ -423,7 +423,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
         ("instance_row (feature validation)", lambda: instance_row(instance, live.n_features)),
         ("LiveModel.predict (norm check, read lock, DoS score kernel)",
          lambda: live.predict([row], "live")),
-        ("PredictionCache.put (uuid4 + compact)",
+        ("PredictionCache.put (random id + compact)",
          lambda: components.cache.put(live.incarnation, [row])),
         ("PredictResponse validate + dump_json (response_model)",
          lambda: PredictResponse.model_validate(content).model_dump_json()),

@@ -25,6 +25,13 @@ Scenarios (model: DoS rank 16 over 2^18 hashed features, ~30 non-zeros per examp
 - ``bulk``: svmlight bodies of ``--batch`` examples (target >= 100,000 examples/s);
 - ``mixed_closed``: 80% predictions / 20% feedback by prediction id, closed loop.
 
+The closed-loop predict and feedback scenarios are also run against a bare FastAPI app with
+the same endpoints and body shapes and no model behind them (``bare_app.py``, under the same
+uvicorn settings, started beside the service): in each repeat the two are measured back to
+back (the order alternating), and the report gives the service's throughput as a fraction
+of the bare app's (targets: predict >= 0.8, durable feedback >= 0.65). ``--no-baseline``
+skips it.
+
     # 3 runs of 10 s each, written into the project's docs
     python deploy/loadtest/run_benchmarks.py --md docs/benchmarks.md \
         --json docs/service_benchmarks.json
@@ -79,8 +86,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: the server processes: the service as deployed, and the bare FastAPI baseline
+COMMANDS = {
+    "service": [sys.executable, "-m", "service.cli", "serve"],
+    "bare": [sys.executable, str(HERE / "bare_app.py")],
+}
+
+
 class Server:
-    """``python -m service.cli serve`` in a subprocess, its log in ``directory``."""
+    """``python -m service.cli serve`` (or the bare baseline app, ``command="bare"``) in a
+    subprocess, its log in ``directory``."""
 
     def __init__(
         self,
@@ -88,12 +103,14 @@ class Server:
         log_level: str,
         cpus: set[int] | None,
         extra_env: dict[str, str] | None = None,
+        command: str = "service",
     ):
         self.directory = directory
         self.extra_env = extra_env or {}
         self.port = free_port()
         self.log_level = log_level
         self.cpus = cpus
+        self.command = command
         self.process: subprocess.Popen | None = None
 
     @property
@@ -111,9 +128,10 @@ class Server:
         env.update(self.extra_env)
         env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache"))
         cpus = self.cpus
-        self.log = open(self.directory / "server.log", "wb")  # noqa: SIM115 - closed in stop()
+        log = self.directory / f"{self.command}.log"
+        self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
+            [*COMMANDS[self.command], "--port", str(self.port)],
             cwd=ROOT,
             env=env,
             stdout=self.log,
@@ -124,7 +142,7 @@ class Server:
         with httpx.Client(base_url=self.url, timeout=5) as http:
             while True:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"the server exited; see {self.directory / 'server.log'}")
+                    raise RuntimeError(f"the server exited; see {log}")
                 try:
                     if http.get("/readyz").status_code == 200:
                         return
@@ -147,7 +165,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
-        self.log.close()
+        if self.process is not None:
+            self.log.close()
 
 
 # -- environment ----------------------------------------------------------------------------
@@ -257,14 +276,22 @@ def scenario_configs(args: argparse.Namespace, url: str) -> dict[str, loadgen.Lo
     }
 
 
-def target_of(name: str, args: argparse.Namespace) -> dict | None:
+#: the scenarios measured against the bare FastAPI app too (``bare_app.py``), and the
+#: least ratio of the service's throughput to the bare app's, measured in the same run
+BASELINE_RATIOS = {"predict_closed": 0.8, "feedback_closed": 0.65}
+
+
+def targets_of(name: str, args: argparse.Namespace) -> list[dict]:
+    targets = []
     if name == "predict_open":
-        return {"metric": "p99_ms", "op": "<", "value": 5.0, "rate": args.predict_rate}
+        targets.append({"metric": "p99_ms", "op": "<", "value": 5.0, "rate": args.predict_rate})
     if name == "feedback_closed":
-        return {"metric": "throughput_rps", "op": ">=", "value": 2000.0}
+        targets.append({"metric": "throughput_rps", "op": ">=", "value": 2000.0})
     if name == "bulk":
-        return {"metric": "examples_per_s", "op": ">=", "value": 100_000.0}
-    return None
+        targets.append({"metric": "examples_per_s", "op": ">=", "value": 100_000.0})
+    if name in BASELINE_RATIOS and args.baseline:
+        targets.append({"metric": "ratio_to_bare", "op": ">=", "value": BASELINE_RATIOS[name]})
+    return targets
 
 
 def machine_busy_seconds() -> float:
@@ -325,7 +352,40 @@ def median_of(runs: list[dict], *path: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def aggregate(name: str, runs: list[dict], target: dict | None) -> dict:
+def baseline_of(runs: list[dict], bare_runs: list[dict]) -> dict:
+    """The bare app's medians beside the service's, and the service's throughput as a
+    fraction of the bare app's: within each repeat (the two measured back to back, so that
+    they share the machine's load) and their median, which is the figure the targets use;
+    also the ratio of the two medians."""
+    ratios = [
+        round(run["throughput_rps"] / bare["throughput_rps"], 4)
+        for run, bare in zip(runs, bare_runs, strict=True)
+        if bare["throughput_rps"]
+    ]
+    bare_rps = median_of(bare_runs, "throughput_rps")
+    rps = median_of(runs, "throughput_rps")
+    bare_cpu = median_of(bare_runs, "server_cpu_us_per_request")
+    cpu = median_of(runs, "server_cpu_us_per_request")
+    return {
+        "bare": {
+            "throughput_rps": bare_rps,
+            "p50_ms": median_of(bare_runs, "latency_ms", "p50"),
+            "p99_ms": median_of(bare_runs, "latency_ms", "p99"),
+            "server_cpu_us_per_request": median_of(bare_runs, "server_cpu_us_per_request"),
+            "server_cpu_share": median_of(bare_runs, "server_cpu_share"),
+            "errors": sum(run["errors"] for run in bare_runs),
+        },
+        "ratio_to_bare": statistics.median(ratios) if ratios else None,
+        "ratios_per_repeat": ratios,
+        "ratio_of_medians": round(rps / bare_rps, 4) if rps and bare_rps else None,
+        # the throughput ratio at equal CPU: less sensitive to what else the machine runs
+        "cpu_ratio_to_bare": round(bare_cpu / cpu, 4) if cpu and bare_cpu else None,
+    }
+
+
+def aggregate(
+    name: str, runs: list[dict], targets: list[dict], bare_runs: list[dict] | None = None
+) -> dict:
     bulk = runs[0]["mode"] == "bulk"
     per = "server_cpu_us_per_example" if bulk else "server_cpu_us_per_request"
     out = {
@@ -355,8 +415,11 @@ def aggregate(name: str, runs: list[dict], target: dict | None) -> dict:
             }
             for op in runs[0]["operations"]
         }
-    if target is not None:
-        measured = out[target["metric"]]
+    if bare_runs:
+        out.update(baseline_of(runs, bare_runs))
+    out["targets"] = []
+    for target in targets:
+        measured = out.get(target["metric"])
         if measured is None:
             met = False
         elif target["op"] == "<":
@@ -366,7 +429,7 @@ def aggregate(name: str, runs: list[dict], target: dict | None) -> dict:
         if name == "predict_open":
             # the latency target only counts if the offered rate was actually served
             met = met and out["throughput_rps"] >= 0.98 * target["rate"] and out["errors"] == 0
-        out["target"] = target | {"measured": measured, "met": bool(met)}
+        out["targets"].append(target | {"measured": measured, "met": bool(met)})
     return out
 
 
@@ -419,31 +482,64 @@ def markdown(result: dict) -> str:
         "",
         model_text(settings),
         "",
-        "| scenario | target | measured (median) | met | req/s | examples/s | p50 ms | p99 ms "
-        "| max ms | errors | server CPU per req/example |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | target | measured (median) | met | req/s | bare FastAPI req/s "
+        "| ratio to bare | examples/s | p50 ms | p99 ms | max ms | errors "
+        "| server CPU per req/example |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["scenarios"]:
-        target = row.get("target")
-        if target:
-            metric = {"p99_ms": "p99", "throughput_rps": "req/s", "examples_per_s": "examples/s"}[
-                target["metric"]
-            ]
-            target_text = f"{metric} {target['op']} {_fmt(target['value'], 0)}"
+        texts, measured, met = [], [], []
+        for target in targets_in(row):
+            metric = {
+                "p99_ms": "p99",
+                "throughput_rps": "req/s",
+                "examples_per_s": "examples/s",
+                "ratio_to_bare": "ratio to bare",
+            }[target["metric"]]
+            digits = 2 if target["metric"] == "ratio_to_bare" else 0
+            text = f"{metric} {target['op']} {_fmt(target['value'], digits)}"
             if "rate" in target:
-                target_text += f" at {target['rate']:g} req/s"
-            measured = f"{_fmt(target['measured'], 2)}"
-            met = "yes" if target["met"] else "**no**"
-        else:
-            target_text, measured, met = "(none)", "", ""
+                text += f" at {target['rate']:g} req/s"
+            texts.append(text)
+            measured.append(_fmt(target["measured"], 2))
+            met.append("yes" if target["met"] else "**no**")
         per = row.get("server_cpu_us_per_request") or row.get("server_cpu_us_per_example")
         unit = "example" if "server_cpu_us_per_example" in row else "req"
+        bare = row.get("bare")
         lines.append(
-            f"| {row['description']} | {target_text} | {measured} | {met} "
-            f"| {_fmt(row['throughput_rps'])} | {_fmt(row['examples_per_s'], 0)} "
+            f"| {row['description']} | {'; '.join(texts) or '(none)'} | {'; '.join(measured)} "
+            f"| {'; '.join(met)} | {_fmt(row['throughput_rps'])} "
+            f"| {_fmt(bare['throughput_rps']) if bare else ''} "
+            f"| {_fmt(row['ratio_to_bare'], 2) if bare else ''} "
+            f"| {_fmt(row['examples_per_s'], 0)} "
             f"| {_fmt(row['p50_ms'], 2)} | {_fmt(row['p99_ms'], 2)} | {_fmt(row['max_ms'], 1)} "
             f"| {row['errors']} | {_fmt(per, 0)} us/{unit} |"
         )
+    compared = [row for row in result["scenarios"] if row.get("bare")]
+    if compared:
+        lines += [
+            "",
+            "The bare FastAPI baseline (`deploy/loadtest/bare_app.py`): the same endpoints as "
+            "`async def` routes whose body parameter is a pydantic model of the same JSON "
+            "shape and whose `response_model` has the shape of the service's answer; no "
+            "model, log, metrics or middleware; under the same uvicorn settings. It is "
+            "measured back to back with the service in each repeat (the order alternating); "
+            "the ratio is the median of the repeats' ratios. "
+            + "; ".join(
+                f"{row['description']}: bare {_fmt(row['bare']['throughput_rps'])} req/s "
+                f"(p50 {_fmt(row['bare']['p50_ms'], 2)} ms, p99 {_fmt(row['bare']['p99_ms'], 2)}"
+                f" ms, server CPU {_fmt(row['bare']['server_cpu_us_per_request'], 0)} us/req), "
+                f"ratios per repeat {', '.join(f'{r:.2f}' for r in row['ratios_per_repeat'])}"
+                + (
+                    f", server CPU per request bare / service "
+                    f"{_fmt(row['cpu_ratio_to_bare'], 2)} (the ratio at equal CPU)"
+                    if row.get("cpu_ratio_to_bare") is not None
+                    else ""
+                )
+                for row in compared
+            )
+            + ".",
+        ]
     for row in result["scenarios"]:
         if "operations" in row:
             parts = [
@@ -505,6 +601,13 @@ def markdown(result: dict) -> str:
         lines += ["", note.strip("\n")]
     lines += ["", "Raw numbers of every run: `docs/service_benchmarks.json`.", ""]
     return "\n".join(lines)
+
+
+def targets_in(row: dict) -> list[dict]:
+    """A row's targets (results written before the baseline had one ``target``)."""
+    if "targets" in row:
+        return row["targets"]
+    return [row["target"]] if row.get("target") else []
 
 
 def costs_markdown(costs: dict) -> list[str]:
@@ -588,6 +691,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="extra environment of the server (e.g. OPENBLAS_NUM_THREADS=1)",
     )
+    add(
+        "--no-baseline",
+        dest="baseline",
+        action="store_false",
+        help="do not measure the bare FastAPI app (bare_app.py) beside the closed loops",
+    )
     add("--pin", action="store_true", help="server on CPU 1, generator on CPU 0")
     add(
         "--max-load",
@@ -604,6 +713,10 @@ def main(argv: list[str] | None = None) -> int:
         args.note.append(args.notes_file.read_text())
     if args.render:
         result = json.loads(args.render.read_text())
+        for row in result["scenarios"]:  # (the baseline's figures as this version has them)
+            bare_runs = result["runs"].get(f"{row['scenario']} (bare)")
+            if bare_runs:
+                row.update(baseline_of(result["runs"][row["scenario"]], bare_runs))
         if args.note:
             result["notes"] = args.note
         if args.costs:
@@ -631,33 +744,51 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="lorentztron-bench-") as directory:
         extra_env = dict(item.split("=", 1) for item in args.server_env)
-        server = Server(Path(directory), args.log_level, {1} if args.pin else None, extra_env)
-        print(f"starting the server on {server.url} ...", flush=True)
-        server.start()
+        cpus = {1} if args.pin else None
+        server = Server(Path(directory), args.log_level, cpus, extra_env)
+        bare = None
+        if args.baseline and BASELINE_RATIOS.keys() & set(names):
+            bare = Server(Path(directory), args.log_level, cpus, extra_env, command="bare")
         try:
+            for each in filter(None, (server, bare)):
+                print(f"starting the {each.command} server on {each.url} ...", flush=True)
+                each.start()
+            ours = {os.getpid(), *(each.process.pid for each in filter(None, (server, bare)))}
             configs = scenario_configs(args, server.url)
+            bare_configs = scenario_configs(args, bare.url) if bare else {}
             for name in names:
                 config = configs[name]
                 workload = loadgen.Workload(config)
-                runs = []
+                runs, bare_runs = [], []
                 for repeat in range(args.repeats):
-                    waited = wait_for_quiet(args.max_load, args.max_wait)
-                    for p in busy_processes({os.getpid(), server.process.pid}):
-                        busy.setdefault(p["command"], p)
-                        busy[p["command"]]["pcpu"] = max(busy[p["command"]]["pcpu"], p["pcpu"])
-                    summary = measure(server, config, workload)
-                    summary["waited_for_quiet_s"] = round(waited, 1)
-                    runs.append(summary)
-                    print(f"[{name} {repeat + 1}/{args.repeats}]")
-                    print(loadgen.format_summary(summary), flush=True)
-                row = aggregate(name, runs, target_of(name, args))
+                    # the service and the bare app back to back, the order alternating
+                    turns = [(server, config, runs)]
+                    if bare is not None and name in BASELINE_RATIOS:
+                        turns.append((bare, bare_configs[name], bare_runs))
+                        if repeat % 2:
+                            turns.reverse()
+                    for subject, subject_config, into in turns:
+                        waited = wait_for_quiet(args.max_load, args.max_wait)
+                        for p in busy_processes(ours):
+                            busy.setdefault(p["command"], p)
+                            busy[p["command"]]["pcpu"] = max(busy[p["command"]]["pcpu"], p["pcpu"])
+                        summary = measure(subject, subject_config, workload)
+                        summary["waited_for_quiet_s"] = round(waited, 1)
+                        summary["server"] = subject.command
+                        into.append(summary)
+                        print(f"[{name} {repeat + 1}/{args.repeats}, {subject.command}]")
+                        print(loadgen.format_summary(summary), flush=True)
+                row = aggregate(name, runs, targets_of(name, args), bare_runs)
                 row["description"] = DESCRIPTIONS[name].format(
                     rate=args.predict_rate, low_rate=args.low_rate, batch=args.batch
                 )
                 result["scenarios"].append(row)
                 result["runs"][name] = runs
+                if bare_runs:
+                    result["runs"][f"{name} (bare)"] = bare_runs
         finally:
-            server.stop()
+            for each in filter(None, (server, bare)):
+                each.stop()
     result["busy_processes"] = sorted(busy.values(), key=lambda p: -p["pcpu"])
     return publish(result, args)
 

@@ -218,7 +218,7 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
         except ValueError as error:
             raise _invalid(f"input: {error}") from None
         labels, scores, probabilities = live.predict_batch(batch, variant)
-    app.metrics.predictions.labels(name).inc(len(labels))
+    app.metrics.predicted(name, len(labels))
     outputs = {
         "label": (_label_type(live), labels),
         "score": ("FP64", scores),

@@ -60,6 +60,19 @@ def test_platt_reaches_the_maximum_likelihood_fit():
     assert np.allclose(best, [2.0, -0.5], atol=0.1)
 
 
+def test_platt_one_score_is_the_batch_bit_for_bit():
+    s, positive = logistic_stream(n=500, seed=5)
+    platt = PlattCalibrator()
+    platt.learn_many(s, positive)
+    queries = np.r_[s, 0.0, -0.0, 1e-300, 40.0, -40.0, 800.0, -800.0, 1e308, -1e308, np.inf]
+    queries = np.r_[queries, -np.inf, np.nan]
+    batch = platt.predict_proba(queries)  # through sigmoid, eight numpy calls
+    one = np.array([platt.predict_proba([q])[0] for q in queries])
+    assert np.array_equal(one, batch, equal_nan=True)
+    assert one.shape == (len(queries),) and np.isnan(one[-1])
+    assert one[-3] == 1.0 and one[-2] == 0.0  # the ends without overflow
+
+
 def test_platt_is_scale_free_and_handles_degenerate_streams():
     s, positive = logistic_stream(n=2000, seed=3)
     small, large = PlattCalibrator(), PlattCalibrator()

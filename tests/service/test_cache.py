@@ -123,3 +123,14 @@ def test_remembered_expired_ids_are_bounded_in_memory():
         codes.append(error.value.code)
     assert codes[-5:] == ["expired_prediction_id"] * 5  # the newest are remembered
     assert codes[0] == "unknown_prediction_id"
+
+
+def test_prediction_ids_are_128_random_bits_unique_across_entropy_refills():
+    cache = PredictionCache(60.0, 1 << 30)
+    row = (np.array([1], dtype=np.int32), np.array([1.0]))
+    ids = [i for _ in range(300) for i in cache.put("uid", [row] * 7)]  # 2,100 ids, 33.6 kB
+    ids += cache.put("uid", [row] * 1000)  # more than one read of entropy at once
+    assert len(set(ids)) == len(ids) == 3100
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert len({i[0] for i in ids}) == 16  # random from the first digit on (not a counter)
+    assert cache.peek(ids[-1], "uid")[1].tolist() == [1.0]

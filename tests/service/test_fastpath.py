@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,7 +23,7 @@ from service.fastpath import FastPath
 from service.feedback_log import LogUnavailable, decode_record
 from service.main import create_app
 from service.routes import predict as predict_route
-from tests.service.conftest import TestClient, create
+from tests.service.conftest import TestClient, create, wait_for
 
 JSON = {"content-type": "application/json"}
 SVMLIGHT = {"content-type": "text/x-svmlight"}
@@ -381,3 +382,51 @@ def test_a_failed_group_fsync_refuses_every_request_it_was_to_make_durable(pair,
     ]
     # learned and logged (the log and the model agree), but not acknowledged
     assert live.n_learned == 2 and len(list(live.journal.log.read_after("m", 0))) == 2
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_a_small_predict_is_answered_on_the_loop_unless_a_learner_holds_the_model(
+    tmp_path, monkeypatch, fast_path
+):
+    """No thread hop for a small prediction of a free model; a large body, or a model that a
+    learner holds, goes to a handler thread, and the event loop keeps serving meanwhile."""
+    hops = []
+    original = predict_route.run_sync
+
+    async def counting(executor, function, *args):
+        hops.append(len(args[-1]))  # (the body)
+        return await original(executor, function, *args)
+
+    monkeypatch.setattr(predict_route, "run_sync", counting)
+    settings = Settings(snapshot_dir=tmp_path, snapshot_interval=3600, fast_path=fast_path)
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        assert client.post("/v1/models/m/predict", json=INSTANCE).status_code == 200
+        assert hops == []  # answered on the event loop
+        large = {"instances": [{"x": [1.0, 2.0, 3.0]}] * 1000}
+        answer = client.post("/v1/models/m/predict", json=large)
+        assert answer.status_code == 200 and len(answer.json()["predictions"]) == 1000
+        assert len(hops) == 1 and hops[0] > predict_route.INLINE_BODY_BYTES
+        create(client, name="wide", classes=list(range(40)))  # 780 one-vs-one models
+        answer = client.post("/v1/models/wide/predict", json=INSTANCE)
+        assert answer.status_code == 200 and answer.json()["predictions"][0]["label"] in range(40)
+        assert len(hops) == 2 and hops[1] < 100  # a small body, but a large score: a thread
+        hops.clear()
+        live = client.app.state.components.models.get("m")
+        answers = []
+        with live.lock.write():  # a learner holds the model
+            waiting = threading.Thread(
+                target=lambda: answers.append(client.post("/v1/models/m/predict", json=INSTANCE))
+            )
+            waiting.start()
+            wait_for(lambda: len(hops) == 1)  # it went to a thread
+            other = []
+            health = threading.Thread(target=lambda: other.append(client.get("/healthz")))
+            health.start()
+            health.join(timeout=20)  # the loop is free: another request is answered
+            assert [a.status_code for a in other] == [200]
+            time.sleep(0.05)
+            assert waiting.is_alive() and not answers  # the prediction waits for the learner
+        waiting.join(timeout=20)
+        assert [a.status_code for a in answers] == [200]
+        assert answers[0].json()["predictions"][0]["label"] in (-1, 1)

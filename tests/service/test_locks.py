@@ -30,3 +30,22 @@ def test_rwlock_readers_share_writers_exclude():
         thread.join()
     assert max(n for kind, n in events if kind == "read") > 1  # readers overlapped
     assert all(n == 0 for kind, n in events if kind == "write")  # writer alone
+
+
+def test_a_reader_that_cannot_wait_is_refused_while_a_writer_holds_or_waits():
+    lock = RWLock()
+    assert lock.acquire_read(blocking=False)  # free: held shared
+    writer_waits = threading.Thread(target=lambda: (lock.acquire_write(), lock.release_write()))
+    writer_waits.start()
+    while not lock._writers_waiting:  # the writer waits for the reader to leave
+        time.sleep(0.001)
+    assert not lock.acquire_read(blocking=False)  # a waiting writer goes first
+    assert lock._readers == 1  # (the refusal holds nothing)
+    lock.release_read()
+    writer_waits.join(timeout=10)
+    assert not writer_waits.is_alive()
+    with lock.write():
+        assert not lock.acquire_read(blocking=False)  # a writer holds it
+    assert lock.acquire_read(blocking=False)
+    lock.release_read()
+    assert lock._readers == 0 and not lock._writer
