@@ -696,8 +696,11 @@ class _Stack:
         cores = [_stackable(model) for model in models]
         if any(core is None for core in cores) or len({type(core) for core in cores}) != 1:
             return None
-        if type(cores[0]) is DoSClassifier and len({core.rank for core in cores}) != 1:
-            return None
+        if type(cores[0]) is DoSClassifier and (
+            len({core.rank for core in cores}) != 1
+            or any(core.dtype != "float64" for core in cores)
+        ):
+            return None  # float32 models learn through their own step (its overflow check)
         return cores
 
     @classmethod
