@@ -222,6 +222,43 @@ def _dos_axpy_rows(W, indices, values, s, delta):
 
 
 @numba.njit(**NJIT_OPTIONS)
+def _dos_direction(h, a, b, s, y, mode, C, t):
+    """Turn h = [U z, V z] of an example with margin y (a - b) < 1 into the update direction
+    delta of ``W += delta z^T / s`` (eqs 17-20); returns nu. Shared by ``_dos_step`` and the
+    stacked one-vs-one learner (``core.kernels.multiclass``)."""
+    rank = h.shape[0] // 2
+    if y > 0.0:
+        g, shrink_norm, grow_at, shrink_at = a, b, 0, rank
+    else:
+        g, shrink_norm, grow_at, shrink_at = b, a, rank, 0
+    kappa = 0.25 / (C * s) if mode == 2 else 0.0
+    q_min = max(0.0, 1.0 - 2.0 * C * s) if mode == 1 else 0.0
+    if q_min > 0.0 and _dos_residual(q_min, g, shrink_norm, kappa) <= 0.0:
+        q = q_min  # PA-I: the multiplier hits its bound C before the margin is reached
+    else:
+        q = _dos_root(g, shrink_norm, kappa)
+    nu = 1.0 - q
+    if q > 0.0:
+        # eq (19) / (20), grow side: + nu / (1 - nu) * (W z) z^T / s
+        grow = nu / q
+        for r in range(rank):
+            h[grow_at + r] *= grow
+    else:
+        # Footnote 1: g = 0, so W z = 0 and eq (19) is 0 * inf. The optimum of (17) gives the
+        # grow side a projection of squared length p = 1 - kappa + h / 4 (the shrink side is
+        # halved) in a direction of our choice: hidden unit t mod rank, which also breaks the
+        # symmetry of a zero initialisation.
+        for r in range(rank):
+            h[grow_at + r] = 0.0
+        h[grow_at + t % rank] = np.sqrt(1.0 - kappa + 0.25 * shrink_norm)
+    # shrink side: - nu / (1 + nu) * (W z) z^T / s
+    shrink = -nu / (2.0 - q)
+    for r in range(rank):
+        h[shrink_at + r] *= shrink
+    return nu
+
+
+@numba.njit(**NJIT_OPTIONS)
 def _dos_step(W, indices, values, y, mode, C, t, h):
     """One passive-aggressive update of W in place (eqs 17-20). h: scratch of length 2 rank.
 
@@ -240,36 +277,7 @@ def _dos_step(W, indices, values, y, mode, C, t, h):
         return STEP_NOT_FINITE, score, 0.0
     if y * score >= 1.0:
         return STEP_OK, score, 0.0
-    rank = W.shape[1] // 2
-    if y > 0.0:
-        g, shrink_norm, grow_at, shrink_at = a, b, 0, rank
-    else:
-        g, shrink_norm, grow_at, shrink_at = b, a, rank, 0
-    kappa = 0.25 / (C * s) if mode == 2 else 0.0
-    q_min = max(0.0, 1.0 - 2.0 * C * s) if mode == 1 else 0.0
-    if q_min > 0.0 and _dos_residual(q_min, g, shrink_norm, kappa) <= 0.0:
-        q = q_min  # PA-I: the multiplier hits its bound C before the margin is reached
-    else:
-        q = _dos_root(g, shrink_norm, kappa)
-    nu = 1.0 - q
-    # h becomes the update direction delta: W += delta z^T / s
-    if q > 0.0:
-        # eq (19) / (20), grow side: + nu / (1 - nu) * (W z) z^T / s
-        grow = nu / q
-        for r in range(rank):
-            h[grow_at + r] *= grow
-    else:
-        # Footnote 1: g = 0, so W z = 0 and eq (19) is 0 * inf. The optimum of (17) gives the
-        # grow side a projection of squared length p = 1 - kappa + h / 4 (the shrink side is
-        # halved) in a direction of our choice: hidden unit t mod rank, which also breaks the
-        # symmetry of a zero initialisation.
-        for r in range(rank):
-            h[grow_at + r] = 0.0
-        h[grow_at + t % rank] = np.sqrt(1.0 - kappa + 0.25 * shrink_norm)
-    # shrink side: - nu / (1 + nu) * (W z) z^T / s
-    shrink = -nu / (2.0 - q)
-    for r in range(rank):
-        h[shrink_at + r] *= shrink
+    nu = _dos_direction(h, a, b, s, y, mode, C, t)
     if not _dos_update_fits(W, indices, values, s, h, largest_value):
         return STEP_NOT_FINITE, score, 0.0  # the stored parameters would overflow
     _dos_axpy_rows(W, indices, values, s, h)

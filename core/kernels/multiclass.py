@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from core.config import NJIT_OPTIONS
-from core.kernels.dos import _dos_residual, _dos_root
+from core.kernels.dos import _dos_direction
 from core.kernels.linear import _linear_step_size
 
 
@@ -38,40 +38,6 @@ def _stack_dos_scores(P, n_rows, rank, scores):
                 a += P[i, at + r] * P[i, at + r]
                 b += P[i, at + rank + r] * P[i, at + rank + r]
             scores[i, p] = a - b
-
-
-@numba.njit(**NJIT_OPTIONS)
-def _dos_direction(h, a, b, s, y, mode, C, t):
-    """Turn h = [U z, V z] into the update direction delta of W += delta z^T / s (eqs 17-20;
-    the branch of ``core.kernels.dos._dos_step`` after the score, same arithmetic). Returns nu
-    (0: passive, h untouched)."""
-    if y * (a - b) >= 1.0:
-        return 0.0
-    rank = h.shape[0] // 2
-    if y > 0.0:
-        g, shrink_norm, grow_at, shrink_at = a, b, 0, rank
-    else:
-        g, shrink_norm, grow_at, shrink_at = b, a, rank, 0
-    kappa = 0.25 / (C * s) if mode == 2 else 0.0
-    q_min = max(0.0, 1.0 - 2.0 * C * s) if mode == 1 else 0.0
-    if q_min > 0.0 and _dos_residual(q_min, g, shrink_norm, kappa) <= 0.0:
-        q = q_min  # PA-I: the multiplier hits its bound C
-    else:
-        q = _dos_root(g, shrink_norm, kappa)
-    nu = 1.0 - q
-    if q > 0.0:
-        grow = nu / q  # eq (19) / (20), grow side
-        for r in range(rank):
-            h[grow_at + r] *= grow
-    else:
-        # footnote 1 (g = 0): a projection of squared length 1 - kappa + h / 4 on unit t mod rank
-        for r in range(rank):
-            h[grow_at + r] = 0.0
-        h[grow_at + t % rank] = np.sqrt(1.0 - kappa + 0.25 * shrink_norm)
-    shrink = -nu / (2.0 - q)
-    for r in range(rank):
-        h[shrink_at + r] *= shrink
-    return nu
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -126,7 +92,7 @@ def _ovo_dos_learn_block(
                 a += h[r] * h[r]
                 b += h[rank + r] * h[rank + r]
             loss += max(0.0, 1.0 - y * (a - b))
-            nu = _dos_direction(h, a, b, s, y, mode, C, seen[p])
+            nu = 0.0 if y * (a - b) >= 1.0 else _dos_direction(h, a, b, s, y, mode, C, seen[p])
             seen[p] += 1
             if nu == 0.0:
                 continue
