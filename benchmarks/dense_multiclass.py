@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-import core.multiclass as multiclass
+import core.stacking as stacking
 from benchmarks.environment import ROOT, environment
 from benchmarks.markdown import replace_section
 from benchmarks.service_durability.processes import service, wait_ready
@@ -160,14 +160,14 @@ def measure(X, y, body: int, repeats: int) -> dict:
     def predict(key: str, stacked: bool):
         def run():
             scorer = trained[0].scorer("averaged")
-            before = multiclass.STACK_MIN_ROWS
-            multiclass.STACK_MIN_ROWS = 8 if stacked else sys.maxsize
+            before = stacking.STACK_MIN_ROWS
+            stacking.STACK_MIN_ROWS = 8 if stacked else sys.maxsize
             try:
                 samples[key].add(
                     timed(lambda: scorer.predict_many(predict_rows)), len(predict_rows)
                 )
             finally:
-                multiclass.STACK_MIN_ROWS = before
+                stacking.STACK_MIN_ROWS = before
 
         return run
 
@@ -180,10 +180,10 @@ def measure(X, y, body: int, repeats: int) -> dict:
         def run():
             for a, _ in chunks:
                 batch = as_batch(a, N_FEATURES)
-                stack = multiclass._Stack.of(fresh.models_, batch, N_FEATURES)
-                for start in range(0, batch.n_rows, multiclass.PROGRESSIVE_BLOCK_ROWS):
-                    stop = min(start + multiclass.PROGRESSIVE_BLOCK_ROWS, batch.n_rows)
-                    with multiclass._blas_threads().limit(limits=1, user_api="blas"):
+                stack = stacking._Stack.of(fresh.models_, batch, N_FEATURES)
+                for start in range(0, batch.n_rows, stacking.PROGRESSIVE_BLOCK_ROWS):
+                    stop = min(start + stacking.PROGRESSIVE_BLOCK_ROWS, batch.n_rows)
+                    with stacking._blas_threads().limit(limits=1, user_api="blas"):
                         stack.block(start, stop, gram=True)
 
         products.add(timed(run), n)
@@ -218,7 +218,7 @@ def measure(X, y, body: int, repeats: int) -> dict:
                 log=lambda line: print(line, flush=True),
             )
     scorer = trained[0].scorer("averaged")
-    block = multiclass.STACK_BLOCK_ROWS
+    block = stacking.STACK_BLOCK_ROWS
     active = [
         np.count_nonzero(predict_rows[s : s + block].any(axis=0))
         for s in range(0, len(predict_rows), block)
@@ -227,9 +227,9 @@ def measure(X, y, body: int, repeats: int) -> dict:
     flops = sum(
         2 * min(block, len(predict_rows) - i * block) * a * width for i, a in enumerate(active)
     )
-    multiclass.STACK_MIN_ROWS = sys.maxsize
+    stacking.STACK_MIN_ROWS = sys.maxsize
     old = scorer.predict_many(predict_rows)
-    multiclass.STACK_MIN_ROWS = 8
+    stacking.STACK_MIN_ROWS = 8
     new = scorer.predict_many(predict_rows)
     return {
         **samples,
@@ -331,7 +331,7 @@ timing thread (HTTP: of the server process, all its threads); wall: elapsed.
 **Targets of issue 18.** `predict_many` >= 5x: {_verdict(s["predict_speedup"] >= 5)}
 ({s["predict_speedup"]:.2f}x CPU). The stacked product is dense:
 {s["predict_flops_per_row"] / 1e6:.2f} MFLOP per digit (the pixels that any digit of a
-{multiclass.STACK_BLOCK_ROWS}-row block uses, times 45 pairs x 32 columns, times 2) against
+{stacking.STACK_BLOCK_ROWS}-row block uses, times 45 pairs x 32 columns, times 2) against
 the {s["nnz_per_row"]:.0f} non-zeros x 1,440 multiply-adds of the per-model kernels, a
 {excess:.1f}x excess of flops, and the whole `predict_many` runs at
 {s["predict_gflops"]:.0f} GFLOP/s (one BLAS thread): the speed-up is bounded by BLAS's

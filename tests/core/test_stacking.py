@@ -1,4 +1,4 @@
-"""The stacked paths of the reductions (``core.multiclass._Stack``): batch scoring by one
+"""The stacked paths of the reductions (``core.stacking._Stack``): batch scoring by one
 product against all binary models, and one-vs-one learning with progressive scores by block
 products and Gram corrections. Each is compared with the per-model / ``learn_one`` path it
 replaces, at rounding tolerance."""
@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import core.multiclass as multiclass
+import core.stacking as stacking
 from core.averaging import Averaged
 from core.base import PartialBatchError, state_digest
 from core.calibration import Calibrated
@@ -71,7 +72,7 @@ def test_stacked_scores_match_the_per_model_path(reduction, base, density, produ
     X, y = stream(n=300, density=density)
     model = reduction(base=BASES[base](6), classes=CLASSES)
     model.learn_many(X[:150], y[:150])
-    stacked = multiclass._Stack.of(model.models_, multiclass.as_batch(X, 6), 6)
+    stacked = stacking._Stack.of(model.models_, multiclass.as_batch(X, 6), 6)
     assert (stacked is None) == (base == "dos-float32")
     old = per_model_scores(model, X)
     new = model._model_scores_batch(multiclass.as_batch(X, 6))
@@ -97,8 +98,8 @@ def test_stacked_predictions_equal_the_per_model_ones_on_a_large_sparse_space():
     y = np.array(CLASSES)[rng.integers(len(CLASSES), size=400)]
     model = OneVsOne(base=DoSClassifier(n_features=d, rank=2, seed=0), classes=CLASSES)
     model.learn_many(X, y)
-    assert (d + 1) * 4 * 10 > multiclass.FULL_STACK_FLOATS or X.nnz < d
-    stack = multiclass._Stack.of(model.models_, multiclass.as_batch(X, d), d)
+    assert (d + 1) * 4 * 10 > stacking.FULL_STACK_FLOATS or X.nnz < d
+    stack = stacking._Stack.of(model.models_, multiclass.as_batch(X, d), d)
     assert stack.W.shape[0] < d  # compacted
     assert_close(model._model_scores_batch(multiclass.as_batch(X, d)), per_model_scores(model, X))
 
@@ -106,7 +107,7 @@ def test_stacked_predictions_equal_the_per_model_ones_on_a_large_sparse_space():
 @pytest.fixture(params=["blas", "scipy"])
 def product(request, monkeypatch):
     """Blocks multiplied densely by BLAS, or as CSR by scipy."""
-    monkeypatch.setattr(multiclass, "DENSE_SHARE", 0.0 if request.param == "blas" else 2.0)
+    monkeypatch.setattr(stacking, "DENSE_SHARE", 0.0 if request.param == "blas" else 2.0)
     return request.param
 
 
@@ -120,7 +121,7 @@ def learn_one_loop(model, X, y):
 def test_progressive_learn_many_is_the_learn_one_loop(base, density, product):
     """Scores before each update (every pair), predictions, losses, aggressive counts, final
     parameters, counters and calibrators: as learn_one, to rounding; several blocks."""
-    X, y = stream(n=3 * multiclass.PROGRESSIVE_BLOCK_ROWS + 17, density=density)
+    X, y = stream(n=3 * stacking.PROGRESSIVE_BLOCK_ROWS + 17, density=density)
     reference = OneVsOne(base=BASES[base](6), classes=CLASSES)
     model = reference.clone()
     reference.learn_many(X[:20], y[:20])

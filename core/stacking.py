@@ -1,0 +1,182 @@
+"""Binary models of a multi-class reduction stacked side by side, so that a block of rows is
+scored against all of them by one product (``core.multiclass`` uses it for batch scoring and
+for one-vs-one learning with progressive scores; kernels in ``core.kernels.multiclass``)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import ThreadpoolController
+
+from core.base import BinaryClassifier
+from core.calibration import Calibrated
+from core.config import FLOAT, INDEX
+from core.dos import DoSClassifier
+from core.features import CSRBatch
+from core.kernels.multiclass import _stack_densify, _stack_dos_scores
+from core.linear import LinearPA
+
+#: batches of fewer rows are scored model by model (stacking costs about one row's scoring)
+STACK_MIN_ROWS = 8
+#: rows per product of the stacked path (bounds its scratch to rows x n_models x width)
+STACK_BLOCK_ROWS = 128
+#: rows per block of the progressive one-vs-one learning (the Gram corrections grow with it)
+PROGRESSIVE_BLOCK_ROWS = 64
+#: models stacked over every feature up to this many floats (else over a batch's active ones)
+FULL_STACK_FLOATS = 1 << 22
+#: blocks with at least this share of non-zeros are multiplied densely (BLAS), others as CSR
+DENSE_SHARE = 0.05
+
+
+@cache
+def _blas_threads() -> ThreadpoolController:
+    """The BLAS thread pools. The stacked products run on one thread: they are issued block
+    by block between kernel calls, and OpenBLAS's own threads made them 3-6x slower on this
+    2-core machine whenever another process was busy (30 against 9 GFLOP/s at load 6). The
+    limit is process-wide: two threads inside it at once may leave BLAS at one thread after
+    both have left (never at more than it had)."""
+    return ThreadpoolController()
+
+
+def _fits(cores: list, n_features: int, width: int) -> bool:
+    """Whether the models stacked over every feature stay within ``FULL_STACK_FLOATS``."""
+    return (n_features + 1) * width * len(cores) <= FULL_STACK_FLOATS
+
+
+def _stackable(model: BinaryClassifier) -> DoSClassifier | LinearPA | None:
+    """The DoS or linear PA model of a binary model (under a ``Calibrated``), or None."""
+    inner = model.model_ if type(model) is Calibrated else model
+    return inner if type(inner) in (DoSClassifier, LinearPA) else None
+
+
+class _Stack:
+    """A reduction's binary models stacked over the active features of one batch.
+
+    ``W`` (n_active + 1, n_models * width) holds, for each active feature of the batch and
+    then the bias, the parameters of every model side by side (``core.kernels.multiclass``):
+    a DoS model's ``2 rank`` columns of ``[U | V]^T``, a linear model's one weight. Its rows
+    are copies: :meth:`write_back` puts them back after learning. Beyond ``FULL_STACK_FLOATS``,
+    or for a batch with fewer non-zeros than features, only the batch's active features are
+    stacked and its column indices renumbered into them (``indices``), so a product over 2^20
+    hashed features touches only those.
+    """
+
+    def __init__(self, cores: list, batch: CSRBatch | None, n_features: int):
+        self.cores = cores
+        self.batch = batch
+        self.dos = type(cores[0]) is DoSClassifier
+        self.rank = cores[0].rank if self.dos else 0
+        self.width = 2 * self.rank if self.dos else 1
+        if batch is None or (
+            _fits(cores, n_features, self.width) and batch.values.shape[0] >= n_features
+        ):
+            self.rows = slice(None)  # every feature: no renumbering
+            self.indices = None if batch is None else batch.indices
+            n_active = n_features
+        else:
+            active = np.unique(batch.indices)
+            self.rows = np.append(active, n_features).astype(INDEX)  # active ones, then bias
+            self.indices = np.searchsorted(active, batch.indices).astype(INDEX)
+            n_active = active.shape[0]
+        if self.dos:
+            self.W = np.hstack([core._W[self.rows] for core in cores])
+            self.bias = np.ones(self.W.shape[1])
+        else:
+            self.W = np.column_stack([core.w_[self.rows] for core in cores])
+            self.bias = np.array([core._bias for core in cores], dtype=FLOAT)
+        if batch is not None:
+            cells = batch.n_rows * n_active
+            self.dense = cells > 0 and batch.values.shape[0] >= DENSE_SHARE * cells
+            self._csr = sp.csr_matrix(
+                (batch.values, self.indices, batch.indptr), shape=(batch.n_rows, n_active)
+            )
+
+    @staticmethod
+    def _cores(models: list) -> list | None:
+        cores = [_stackable(model) for model in models]
+        if any(core is None for core in cores) or len({type(core) for core in cores}) != 1:
+            return None
+        if type(cores[0]) is DoSClassifier and (
+            len({core.rank for core in cores}) != 1
+            or any(core.dtype != "float64" for core in cores)
+        ):
+            return None  # float32 models learn through their own step (its overflow check)
+        return cores
+
+    @classmethod
+    def of(cls, models: list, batch: CSRBatch, n_features: int) -> _Stack | None:
+        """The stack of ``models`` over ``batch``, or None unless they are all DoS (of one
+        rank) or all linear PA models."""
+        cores = cls._cores(models)
+        return None if cores is None else cls(cores, batch, n_features)
+
+    @classmethod
+    def of_dense(cls, models: list, n_features: int) -> _Stack | None:
+        """The stack of ``models`` over every feature, for dense rows (None as :meth:`of`, or
+        beyond ``FULL_STACK_FLOATS``)."""
+        cores = cls._cores(models)
+        if cores is None:
+            return None
+        width = 2 * cores[0].rank if type(cores[0]) is DoSClassifier else 1
+        return cls(cores, None, n_features) if _fits(cores, n_features, width) else None
+
+    def _product(self, X: np.ndarray, gram: bool):
+        """``(P, G)`` of dense rows X (n_active columns): P = Z W and, if asked, G = Z Z^T
+        with ``z = [x, bias]`` (else None)."""
+        # the rows' active features only: on MNIST a block of 64 digits uses 470 of the 784
+        # pixels, and the gathered rows of W cost less than the products they save
+        columns = np.flatnonzero(X.any(axis=0))
+        W = self.W[columns]
+        X = X[:, columns]
+        P = X @ W
+        P += self.bias * self.W[-1]
+        G = None
+        if gram:
+            G = X @ X.T
+            G += self.bias[0] * self.bias[0]
+        return P, G
+
+    def block(self, start: int, stop: int, gram: bool = False):
+        """``_product`` of rows start..stop of the batch (multiplied as CSR by scipy when the
+        batch is sparse)."""
+        if self.dense:
+            X = np.empty((stop - start, self.W.shape[0] - 1))
+            _stack_densify(self._csr.indptr, self.indices, self.batch.values, start, stop, X)
+            return self._product(X, gram)
+        X = self._csr[start:stop]
+        P = np.asarray(X @ self.W[:-1])
+        P += self.bias * self.W[-1]
+        G = None
+        if gram:
+            G = (X @ X.T).toarray()
+            G += self.bias[0] * self.bias[0]
+        return np.ascontiguousarray(P), G
+
+    def scores(self, X: np.ndarray | None = None) -> np.ndarray:
+        """Every model's score of every row, shape (n_rows, n_models): of the batch, or of
+        the dense rows X (a stack made by :meth:`of_dense`)."""
+        n_rows = self.batch.n_rows if X is None else X.shape[0]
+        scores = np.empty((n_rows, len(self.cores)))
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            for start in range(0, n_rows, STACK_BLOCK_ROWS):
+                stop = min(start + STACK_BLOCK_ROWS, n_rows)
+                if X is None:
+                    P, _ = self.block(start, stop)
+                else:
+                    P, _ = self._product(X[start:stop], False)
+                if self.dos:
+                    _stack_dos_scores(P, stop - start, self.rank, scores[start:stop])
+                else:
+                    scores[start:stop] = P
+        return scores
+
+    def write_back(self) -> None:
+        """Copy the stacked rows back into the models."""
+        for p, core in enumerate(self.cores):
+            columns = self.W[:, p * self.width : (p + 1) * self.width]
+            if self.dos:
+                core._W[self.rows] = columns
+            else:
+                core.w_[self.rows] = columns[:, 0]
