@@ -182,7 +182,7 @@ def test_schemathesis_finds_nothing(tmp_path):
                 sys.executable, "-m", "schemathesis.cli",
                 "--config-file", str(schemathesis_config(tmp_path)),
                 "run", f"{service.url}/openapi.json",
-                "--checks", "all", "--max-time", "60", "--workers", "1",
+                "--checks", "all", "--max-time", "30", "--workers", "1",
             ],
             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},  # its caches in tmp
             capture_output=True, text=True, timeout=300,
