@@ -24,13 +24,21 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
-from core.kernels.align import _align_light_cone, _align_running_mean, _align_unboost
+from core.kernels.align import (
+    _align_light_cone,
+    _align_unboost,
+    _fold_cross,
+    _fold_min_norm,
+    _fold_norms,
+    _fold_write,
+)
 
 __all__ = [
     "ALIGNMENTS",
@@ -195,7 +203,12 @@ def procrustes(A, B) -> np.ndarray:
     True
     """
     A, B = _check_pair(A, B, "A and B")
-    W, _, Zt = np.linalg.svd(B @ A.T)
+    return _rotation(B @ A.T)
+
+
+def _rotation(C: np.ndarray) -> np.ndarray:
+    """``W Z^T`` for the SVD ``C = W S Z^T``: the orthogonal Q maximising ``tr(Q^T C)``."""
+    W, _, Zt = np.linalg.svd(C)
     return W @ Zt
 
 
@@ -310,7 +323,7 @@ def _min_norm(pair, method: str) -> Pair:
     raise ValueError(f"method must be one of {ALIGNMENTS}, got {method!r}")
 
 
-def aligned_average(average, new, m: int, method: str = "paper") -> Pair:
+def aligned_average(average, new, m: int, method: str = "paper", out=None) -> Pair:
     """Fold the m-th DoS model into a running average with alignment (eq 28, section 3.4).
 
     ``Theta_hat_m = (1 - 1/m) Theta_hat'_{m-1} + (1/m) Theta''_m``, where ``Theta_hat'`` is
@@ -319,6 +332,13 @@ def aligned_average(average, new, m: int, method: str = "paper") -> Pair:
     itself returns it up to the min-norm boost and rounding. For m = 1 the result is the
     min-norm boost of ``new`` (``average`` is ignored and may be None).
 
+    With ``method="paper"`` the fold streams over the columns (features) three times (the
+    light-cone norms of eq 16, the cross-covariances of eqs 26-27, the averaged columns)
+    and materialises nothing of the arrays' size: it writes into ``out``, which may be the
+    average's own arrays (an in-place fold). Its values are :func:`align`'s followed by the
+    running mean up to rounding (its sums run column by column), and they do not depend on
+    the arrays' memory layout. Float32 pairs are aligned in float64.
+
     Parameters
     ----------
     average : pair (U, V) or None
@@ -326,10 +346,20 @@ def aligned_average(average, new, m: int, method: str = "paper") -> Pair:
     new : pair (U, V)
         The m-th model.
     m : int >= 1
+    method : {"paper", "spectral"}
+    out : pair of arrays of shape (d, n), optional
+        Where to write the result (float64 or float32; may be ``average`` itself).
 
     Returns
     -------
     U, V : ndarray of shape (d, n)
+        ``out`` when given, else new float64 arrays.
+
+    Raises
+    ------
+    ValueError
+        For non-finite entries, or entries so large (beyond ~1e154) that the squared norms
+        of eq 16 overflow.
 
     Examples
     --------
@@ -338,19 +368,93 @@ def aligned_average(average, new, m: int, method: str = "paper") -> Pair:
     >>> Ua, Va = aligned_average((U, V), (-U, -V), 2)
     >>> bool(np.allclose(Ua.T @ Ua - Va.T @ Va, U.T @ U - V.T @ V))
     True
+    >>> _ = aligned_average((U, V), (-U, -V), 2, out=(U, V))  # in place
+    >>> bool(np.allclose(U, Ua) and np.allclose(V, Va))
+    True
     """
     m = _check_m(m)
-    if m == 1:
-        return _min_norm(new, method)
-    if average is None:
+    if method not in ALIGNMENTS:
+        raise ValueError(f"method must be one of {ALIGNMENTS}, got {method!r}")
+    if m > 1 and average is None:
         raise ValueError("average is required when m > 1")
-    (U2, V2), (U1, V1) = align(average, new, method)
-    if not all(a.flags.c_contiguous for a in (U1, V1, U2, V2)):
-        return U1 + (U2 - U1) / m, V1 + (V2 - V1) / m
-    U, V = np.empty(U1.shape), np.empty(V1.shape)
-    _align_running_mean(U1, U2, m, U)  # U1 + (U2 - U1) / m, in one pass
-    _align_running_mean(V1, V2, m, V)
+    if method == "paper":
+        return _fold(average, new, m, out)()
+    if m == 1:
+        U, V = _min_norm(new, method)
+    else:
+        (U2, V2), (U1, V1) = align(average, new, method)
+        U, V = U1 + (U2 - U1) / m, V1 + (V2 - V1) / m
+    return (U, V) if out is None else _assign(out, (U, V))
+
+
+def _fold(average, new, m: int, out):
+    """``aligned_average`` with the paper's alignment, streamed (its docstring), in two
+    steps: everything is checked and measured now (the norms, the rotations), and the
+    returned function writes ``out``, so that a caller folding several pairs into place
+    (``running_average``) refuses before it has written any."""
+    U2, V2 = _fold_pair(new, "new")
+    if out is None:
+        out = (np.empty(U2.shape), np.empty(U2.shape))
+    out_u, out_v = out
+    if not all(
+        isinstance(a, np.ndarray) and a.shape == U2.shape and a.dtype in _FOLD_DTYPES
+        for a in (out_u, out_v)
+    ):
+        raise ValueError(f"out must be two float64 or float32 arrays of shape {U2.shape}")
+    a2, b2 = _light_cone_scales(U2, V2, "new")
+    if m == 1:
+
+        def write() -> Pair:
+            if a2 == 0.0:  # the zero classifier: the limit of eqs 15-16 (min_norm_boost)
+                out_u[...], out_v[...] = 0.0, 0.0
+            else:
+                _fold_min_norm(U2, V2, a2, b2, out_u, out_v)
+            return out_u, out_v
+
+        return write
+    U1, V1 = _fold_pair(average, "average")
+    if U1.shape != U2.shape:
+        raise ValueError(f"models of shapes {U1.shape} and {U2.shape} cannot be aligned")
+    a1, b1 = _light_cone_scales(U1, V1, "average")
+    d = U1.shape[0]
+    CU, CV = np.empty((d, d)), np.empty((d, d))
+    _fold_cross(U1, V1, a1, b1, U2, V2, a2, b2, CU, CV)
+    omega_t, lam_t = (np.ascontiguousarray(_rotation(C).T) for C in (CU, CV))
+
+    def write() -> Pair:
+        _fold_write(U1, V1, a1, b1, U2, V2, a2, b2, omega_t, lam_t, float(m), out_u, out_v)
+        return out_u, out_v
+
+    return write
+
+
+_FOLD_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def _fold_pair(pair, what: str) -> Pair:
+    """A pair of 2-D arrays of one shape, float64 or float32 as they are (no copy)."""
+    U, V = (np.asarray(a) for a in pair)
+    if U.dtype not in _FOLD_DTYPES or V.dtype != U.dtype:
+        U, V = _check_pair(U, V, f"{what} U and V")
+    if U.ndim != 2 or U.shape != V.shape:
+        raise ValueError(
+            f"{what} U and V must be 2-D of the same shape, got {U.shape} and {V.shape}"
+        )
     return U, V
+
+
+def _light_cone_scales(U, V, what: str) -> tuple[float, float]:
+    """(a, b) = (e^-phi*, e^phi*) of the min-norm boost (eq 16: phi* = 1/2 ln(|S| / |D|), as
+    ratios of square roots); (0, 0) for the zero classifier (``min_norm_boost``'s limit)."""
+    squared_s, squared_d = _fold_norms(U, V)
+    if not (math.isfinite(squared_s) and math.isfinite(squared_d)):
+        if not (np.all(np.isfinite(U)) and np.all(np.isfinite(V))):
+            raise ValueError(f"{what} U and V must be finite")
+        raise ValueError(f"{what} U and V are too large to align (their squared norm overflows)")
+    if squared_s == 0.0 or squared_d == 0.0:
+        return 0.0, 0.0
+    root_s, root_d = math.sqrt(math.sqrt(squared_s)), math.sqrt(math.sqrt(squared_d))
+    return root_d / root_s, root_s / root_d
 
 
 def _dos_pairs(arrays: dict[str, np.ndarray]) -> dict[str, str]:
@@ -366,6 +470,23 @@ def _dos_pairs(arrays: dict[str, np.ndarray]) -> dict[str, str]:
     return pairs
 
 
+def _assign(targets: Pair, values: Pair) -> Pair:
+    targets[0][...], targets[1][...] = values
+    return targets
+
+
+def _check_into(into, arrays: dict[str, np.ndarray]) -> None:
+    if not isinstance(into, dict) or set(into) != set(arrays):
+        raise ValueError("into must hold an array for each of the state's arrays")
+    for name, array in arrays.items():
+        target = into[name]
+        if not isinstance(target, np.ndarray) or (target.shape, target.dtype) != (
+            array.shape,
+            array.dtype,
+        ):
+            raise ValueError(f"into[{name!r}] must have shape {array.shape}, dtype {array.dtype}")
+
+
 def _check_state(state, what: str) -> None:
     if not isinstance(state, dict) or not {"kind", "params", "arrays", "scalars"} <= set(state):
         raise ValueError(f"{what} must be a state from get_state()")
@@ -375,7 +496,11 @@ def _check_state(state, what: str) -> None:
 
 
 def running_average(
-    average_state: dict[str, Any] | None, state: dict[str, Any], m: int, method: str = "paper"
+    average_state: dict[str, Any] | None,
+    state: dict[str, Any],
+    m: int,
+    method: str = "paper",
+    into: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Fold the m-th model state into the running average of states (eq 28, section 3.4).
 
@@ -393,7 +518,10 @@ def running_average(
 
     With m = 1 (``average_state`` may be None) the result is a copy of ``state`` with its DoS
     pairs boosted to their minimum-norm forms. The result is a new state dict (nothing is
-    shared with the inputs) to load with ``model.set_state``.
+    shared with the inputs) to load with ``model.set_state``; or, with ``into`` (arrays of
+    the state's names, shapes and dtypes, e.g. the average model's own, which may also be
+    ``average_state``'s), the arrays are written there and the state returned holds them
+    (an in-place fold: nothing of the model's size is allocated for a DoS pair).
 
     Examples
     --------
@@ -424,8 +552,12 @@ def running_average(
                     f"{previous.dtype}, state has {array.shape} and {array.dtype}"
                 )
     arrays = state["arrays"]
+    if into is not None:
+        _check_into(into, arrays)
     pairs = _dos_pairs(arrays)
-    out: dict[str, np.ndarray] = {}
+    # everything checked and computed before anything is written (``into`` may be the
+    # average's own arrays: a refusal leaves them as they were)
+    writes = {}
     for u_name, v_name in pairs.items():
         if arrays[u_name].shape != arrays[v_name].shape:
             raise ValueError(
@@ -435,18 +567,39 @@ def running_average(
         previous = (
             None if m == 1 else (average_state["arrays"][u_name], average_state["arrays"][v_name])
         )
-        U, V = aligned_average(previous, (arrays[u_name], arrays[v_name]), m, method)
-        out[u_name] = np.ascontiguousarray(U, dtype=arrays[u_name].dtype)
-        out[v_name] = np.ascontiguousarray(V, dtype=arrays[v_name].dtype)
+        names = (u_name, v_name)
+        if into is not None:
+            targets = tuple(into[name] for name in names)
+        else:
+            targets = tuple(np.empty(arrays[name].shape, arrays[name].dtype) for name in names)
+        pair = (arrays[u_name], arrays[v_name])
+        if method == "paper":
+            writes[names] = _fold(previous, pair, m, targets)
+        else:
+            writes[names] = functools.partial(
+                _assign, targets, aligned_average(previous, pair, m, method)
+            )
+    values = {}
     for name, array in arrays.items():
-        if name in out:
+        if name in pairs or name in pairs.values():
             continue
         if m > 1 and array.dtype.kind == "f":
             previous = average_state["arrays"][name]
-            mean = previous + (array - previous) / m
-            out[name] = np.ascontiguousarray(mean, dtype=array.dtype)
+            with np.errstate(over="ignore", invalid="ignore"):  # (refused just below)
+                values[name] = previous + (array - previous) / m
+            if not np.all(np.isfinite(values[name])):
+                raise ValueError(f"the average of array {name!r} overflows")
         else:
-            out[name] = np.array(array, order="C", copy=True)
+            values[name] = array
+    out: dict[str, np.ndarray] = {}
+    for names, write in writes.items():
+        out[names[0]], out[names[1]] = write()
+    for name, value in values.items():
+        if into is not None:
+            into[name][...] = value
+            out[name] = into[name]
+        else:
+            out[name] = np.array(value, order="C", dtype=arrays[name].dtype, copy=True)
     return {
         "kind": state["kind"],
         "params": _copy_params(state["params"]),

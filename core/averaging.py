@@ -113,8 +113,7 @@ class Averaged(Estimator):
         result = self.live_.learn_one(x, y)
         self.n_seen_ += 1
         if self.n_seen_ % self.interval == 0:
-            self.average_.set_state(self._fold(self._average_state(), self._m()))
-            self.n_averaged_ += 1
+            self._fold_into_average()
         return result
 
     def learn_many(self, X, y, **options):
@@ -135,8 +134,7 @@ class Averaged(Estimator):
                 raise
             self.n_seen_ += n_rows
             if n_rows and self.n_seen_ % interval == 0:
-                self.average_.set_state(self._fold(self._average_state(), self._m()))
-                self.n_averaged_ += 1
+                self._fold_into_average()
             return result
         backup = _state(self.live_, order="K")
         average = self._average_state()
@@ -160,6 +158,23 @@ class Averaged(Estimator):
     def _fold(self, average, m: int):
         """The running average with the live model folded in as the m-th snapshot."""
         return running_average(average, _state(self.live_), m, self.alignment)
+
+    def _fold_into_average(self) -> None:
+        """Fold the live model into the average as its next snapshot (eq 28). Once the
+        average has the live model's arrays, the fold reads both models where they are and
+        writes the average's arrays in place (``running_average(..., into=)``): no copy of
+        either, which for a large model is most of the fold's time (fresh memory). The
+        values are those of the fold of copies (``learn_many``'s path across boundaries)."""
+        m = self._m()
+        own, live = dict(self.average_.arrays()), dict(self.live_.arrays())
+        if m == 1 or self.alignment != "paper" or not _same_arrays(own, live):
+            self.average_.set_state(self._fold(self._average_state(), m))
+        else:
+            average = {**self.average_.get_state_meta(), "arrays": own}
+            state = {**self.live_.get_state_meta(), "arrays": live}
+            folded = running_average(average, state, m, self.alignment, into=own)
+            self.average_.set_scalars(folded["scalars"])
+        self.n_averaged_ += 1
 
     def _average_state(self):
         return _state(self.average_) if self.n_averaged_ else None
@@ -255,6 +270,13 @@ def _copy_c(array: np.ndarray) -> np.ndarray:
     for start in range(0, array.shape[1], _COPY_BLOCK):
         out[:, start : start + _COPY_BLOCK] = array[:, start : start + _COPY_BLOCK]
     return out
+
+
+def _same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    """Whether two models' arrays have the same names, shapes and dtypes."""
+    return a.keys() == b.keys() and all(
+        (a[name].shape, a[name].dtype) == (b[name].shape, b[name].dtype) for name in a
+    )
 
 
 def _scalars(model: Estimator) -> dict:

@@ -6,8 +6,8 @@
   models over (restored from snapshot + log, ``Models.own``); a learner that joins gets
   models handed over by the most loaded ones (a final snapshot, then the lease is released).
   For each model it owns, a learner reads the model's log stream after the model's
-  position, learns each record in stream order, and every ``publish_interval`` seconds
-  writes changed models as snapshots (with their log position) and announces them on
+  position, learns each record in stream order, and every ``publish_interval`` seconds (in
+  a thread of its own: the learning never waits for a publication) writes changed models as snapshots (with their log position) and announces them on
   ``{prefix}:published``. Every write of a snapshot or of the log's trim position is
   checked against the lease in the script that makes it: a learner that lost a model
   cannot write it. Feedback posted to a learner is appended to the log like anywhere else;
@@ -96,9 +96,26 @@ class _LeaseKeeper(_Loop):
         self._stop.wait(self.period)
 
 
+class _Publisher(_Loop):
+    """Publishes a learner's changed models every ``publish_interval`` seconds, in a thread
+    of its own: the learning never waits for a publication (the one after an averaging step
+    carries the whole average, tens of MB, and takes as long to write)."""
+
+    def __init__(self, learner: Learner):
+        super().__init__("publisher")
+        self.learner = learner
+        self.client = learner.client
+        self.period = learner.period
+
+    def step(self) -> None:
+        started = time.monotonic()
+        self.learner.publish()
+        self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+
+
 class Learner(_Loop):
-    """One learner among any number: owns models through leases, learns their logs,
-    publishes their versions (module docstring)."""
+    """One learner among any number: owns models through leases, learns their logs (this
+    thread), publishes their versions (``_Publisher``) (module docstring)."""
 
     #: records read from one model's stream at a time
     chunk = 1000
@@ -121,9 +138,9 @@ class Learner(_Loop):
         self._held: dict[str, str] = {}  # model name -> lease value
         self._lost: dict[str, str] = {}
         self._free_since: dict[str, float] = {}
-        self._next_publish = 0.0
         self._next_placement = 0.0
         self._keeper = _LeaseKeeper(self)
+        self._publisher = _Publisher(self)
 
     # -- leases ----------------------------------------------------------------------------
     def held_leases(self) -> dict[str, str]:
@@ -140,11 +157,14 @@ class Learner(_Loop):
         self.leases.heartbeat()
         self._keeper.start()
         super().start()
+        self._publisher.start()
 
     def stop(self) -> None:
-        """Stop learning, then hand every model over: a last snapshot, the lease released
-        (another learner takes it at once, without waiting for it to expire)."""
+        """Stop learning and publishing, then hand every model over: a last snapshot, the
+        lease released (another learner takes it at once, without waiting for it to
+        expire)."""
         super().stop()
+        self._publisher.stop()
         for name in list(self.held_leases()):
             try:
                 self.hand_over(name)
@@ -169,9 +189,6 @@ class Learner(_Loop):
             )
         if not self.consume():
             self._stop.wait(self.idle)
-        if time.monotonic() >= self._next_publish:
-            self.publish()
-            self._next_publish = time.monotonic() + self.period
 
     def place(self) -> None:
         """Take the free models placed here (or free for longer than a lease: whoever they
@@ -285,7 +302,9 @@ class Learner(_Loop):
         return learned
 
     def publish(self) -> None:
-        for name in self.held_leases():
+        """Publish every held model that changed (the publisher thread; a model handed
+        over or let go meanwhile is skipped, a fenced write reported as a lost lease)."""
+        for name, value in self.held_leases().items():
             try:
                 live = self.models.get(name)
                 with self.models.use(name):
@@ -294,7 +313,7 @@ class Learner(_Loop):
                 self._next_placement = 0.0
                 continue
             except LeaseLost:
-                self.let_go(name, lost=True)
+                self.lost(name, value)  # (the learning thread lets it go)
                 continue
             if meta is not None:
                 self.store.publish(name, meta.version)

@@ -470,6 +470,18 @@ def running_mean(previous, new, m: int):
     return previous + (new - previous) / m
 
 
+def aligned_average(previous, new, m: int):
+    """Section 3.4 step by step: both pairs boosted to min-norm form (eqs 15-16), the new
+    one rotated onto the average by Procrustes (eqs 26-27), then eq (28) per array."""
+    U1, V1 = min_norm_boost(*previous)
+    U2, V2 = min_norm_boost(*new)
+    rotations = []
+    for A, B in ((U2, U1), (V2, V1)):
+        W, _, Zt = np.linalg.svd(B @ A.T)
+        rotations.append(W @ Zt)
+    return running_mean(U1, rotations[0] @ U2, m), running_mean(V1, rotations[1] @ V2, m)
+
+
 def platt_online(scores, positives, memory: int, ridge: float = 1.0):
     """Online Platt scaling written as a 2 x 2 Newton step per example with numpy's solve:
     returns (a, b) after the stream (the kernel's recursion, by matrices)."""

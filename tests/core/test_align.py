@@ -506,27 +506,90 @@ def test_canonical_degenerate_inputs():
         align((U, U), (U, U), method="magic")
 
 
+def _wide_range_pair(rng, scale: float, layout: str):
+    W = rng.standard_normal((3001, 8)) * scale
+    W[::7] *= 1e-12  # a wide dynamic range
+    U, V = W[:, :4].T, W[:, 4:].T  # DoS's storage: transposed views of (n_features, 2 rank)
+    if layout == "contiguous":
+        U, V = np.ascontiguousarray(U), np.ascontiguousarray(V)
+    return U, V
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "views"])
 def test_fused_kernels_give_numpy_values_bit_for_bit(layout):
     from tests import naive
 
     rng = np.random.default_rng(5)
     for scale in (1e-140, 1e-3, 1.0, 1e140):
-        W = rng.standard_normal((3001, 8)) * scale
-        W[::7] *= 1e-12  # a wide dynamic range
-        U, V = W[:, :4].T, W[:, 4:].T
-        if layout == "contiguous":
-            U, V = np.ascontiguousarray(U), np.ascontiguousarray(V)
+        U, V = _wide_range_pair(rng, scale, layout)
         U1, V1, _ = min_norm_boost(U, V)
         U0, V0 = naive.min_norm_boost(U, V)
         assert U1.tobytes() == U0.tobytes() and V1.tobytes() == V0.tobytes()
         assert U1.strides == U0.strides
-        previous = (rng.standard_normal(U.shape), rng.standard_normal(U.shape))
-        (U2, V2), (R1, R2) = align(previous, (U1, V1))
+
+
+def test_streamed_fold_is_section_3_4_step_by_step_and_independent_of_layout():
+    """The fold streams over the columns: its values are the naive step-by-step fold's up to
+    rounding, bit for bit the same for every memory layout of its inputs, in place or not."""
+    from tests import naive
+
+    for scale in (1e-140, 1e-3, 1.0, 1e140):
         for m in (2, 3, 7, 50_000):
-            A, B = aligned_average(previous, (U1, V1), m)
-            assert A.tobytes() == naive.running_mean(R1, U2, m).tobytes()
-            assert B.tobytes() == naive.running_mean(R2, V2, m).tobytes()
+            rng = np.random.default_rng(m)
+            new = _wide_range_pair(rng, scale, "views")
+            previous = _wide_range_pair(rng, scale, "views")
+            expected = naive.aligned_average(previous, new, m)
+            got = aligned_average(previous, new, m)
+            for a, b in zip(got, expected, strict=True):
+                assert np.allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+            contiguous = [tuple(np.ascontiguousarray(a) for a in p) for p in (previous, new)]
+            again = aligned_average(*contiguous, m)
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(again, got, strict=True))
+            # in place, into the average's own storage (feature-major views)
+            in_place = aligned_average(previous, new, m, out=previous)
+            assert in_place[0] is previous[0]
+            assert all(
+                np.ascontiguousarray(a).tobytes() == b.tobytes()
+                for a, b in zip(previous, got, strict=True)
+            )
+        first = aligned_average(None, new, 1)
+        for a, b in zip(first, naive.min_norm_boost(*new), strict=True):
+            assert np.allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
+
+
+def test_streamed_fold_degenerate_and_refused_inputs():
+    rng = np.random.default_rng(3)
+    U, V = rng.standard_normal((2, 3, 50))
+    zero = np.zeros_like(U)
+    # the zero classifier (U = V, or U = V = 0) folds in as zeros (min_norm_boost's limit)
+    for pair in ((U, U), (zero, zero), (U, -U)):
+        A, B = aligned_average(None, pair, 1)
+        assert not A.any() and not B.any() and not np.signbit(A).any()
+        A, B = aligned_average((U, V), pair, 4)
+        U1, V1, _ = min_norm_boost(U, V)
+        assert np.allclose(A, 0.75 * U1) and np.allclose(B, 0.75 * V1)
+    # an average that is the zero classifier takes the new model's share only
+    A, B = aligned_average((zero, zero), (U, V), 4)
+    U2, V2, _ = min_norm_boost(U, V)
+    assert np.allclose(np.abs(A).sum(), 0.25 * np.abs(U2).sum())
+    for bad in (np.inf, np.nan):
+        broken = U.copy()
+        broken[1, 7] = bad
+        with pytest.raises(ValueError, match="finite"):
+            aligned_average((U, V), (broken, V), 2)
+        with pytest.raises(ValueError, match="finite"):
+            aligned_average((broken, V), (U, V), 2)
+    with pytest.raises(ValueError, match="too large"):
+        aligned_average((U, V), (U * 1e160, V), 2)
+    with pytest.raises(ValueError, match="out must be"):
+        aligned_average((U, V), (U, V), 2, out=(np.empty((3, 49)), np.empty((3, 49))))
+    with pytest.raises(ValueError, match="shapes"):
+        aligned_average((U[:, :10], V[:, :10]), (U, V), 2)
+    with pytest.raises(ValueError, match="required"):
+        aligned_average(None, (U, V), 2)
+    empty = np.zeros((3, 0))
+    A, B = aligned_average((empty, empty), (empty, empty), 2)
+    assert A.shape == (3, 0)
 
 
 def test_running_average_of_float32_dos_states_stays_float32():
@@ -547,3 +610,32 @@ def test_running_average_of_float32_dos_states_stays_float32():
     loaded = DoSClassifier(n_features=4, rank=2, seed=3, dtype="float32")
     loaded.set_state(average)
     np.testing.assert_allclose(loaded.score_many(X), dos.score_many(X), rtol=1e-4, atol=1e-4)
+
+
+def test_running_average_into_place_refuses_before_writing_anything():
+    """With ``into`` the average's own arrays, a state that cannot be folded (here its
+    second DoS pair) leaves every array as it was: checks come before the first write."""
+    rng = np.random.default_rng(8)
+    arrays = {f"{k}.{name}": rng.standard_normal((2, 6)) for k in (0, 1) for name in ("U_", "V_")}
+    arrays["2.w_"] = rng.standard_normal(6)
+    average = {"kind": "K", "params": {}, "arrays": arrays, "scalars": {"n": 1}}
+    new = {**average, "arrays": {k: v + 1.0 for k, v in arrays.items()}, "scalars": {"n": 2}}
+    before = {k: v.copy() for k, v in arrays.items()}
+    broken = {**new, "arrays": {**new["arrays"], "1.V_": np.full((2, 6), np.inf)}}
+    with pytest.raises(ValueError, match="finite"):
+        running_average(average, broken, 2, into=arrays)
+    huge = {**new, "arrays": {**new["arrays"], "2.w_": np.full(6, -1.7e308)}}
+    arrays["2.w_"][:] = 1.7e308
+    before["2.w_"] = arrays["2.w_"].copy()
+    with pytest.raises(ValueError, match="overflows"):
+        running_average(average, huge, 2, into=arrays)
+    assert all(np.array_equal(arrays[k], before[k]) for k in arrays)
+    with pytest.raises(ValueError, match="into"):
+        running_average(average, new, 2, into={"0.U_": arrays["0.U_"]})
+    # and in place it is the fold of copies, bit for bit
+    arrays["2.w_"][:] = before["2.w_"] = rng.standard_normal(6)
+    expected = running_average(average, new, 3)
+    result = running_average(average, new, 3, into=arrays)
+    assert result["scalars"] == {"n": 2}
+    assert all(result["arrays"][k] is arrays[k] for k in arrays)
+    assert all(arrays[k].tobytes() == expected["arrays"][k].tobytes() for k in arrays)

@@ -5,6 +5,7 @@ replicas converge to the learner's version and predict identically to it."""
 from __future__ import annotations
 
 import re
+import threading
 
 import httpx
 import numpy as np
@@ -22,8 +23,10 @@ SPEC = {
 }
 
 
-def version(url: str) -> int | None:
-    response = httpx.get(f"{url}/v1/models/m", timeout=5)
+def version(url) -> int | None:
+    """The model's version served at ``url`` (or by a test client)."""
+    get = url.get if hasattr(url, "get") else lambda path: httpx.get(f"{url}{path}", timeout=5)
+    response = get("/v1/models/m")
     return response.json()["version"] if response.status_code == 200 else None
 
 
@@ -94,3 +97,42 @@ def test_roles_need_redis():
 
     with pytest.raises(ValueError, match="LORENTZTRON_REDIS_URL"):
         create_app(Settings(role="api"))
+
+
+def test_a_learner_learns_on_while_a_publication_hangs(redis_server, tmp_path):
+    """The learner publishes in a thread of its own: a publication that takes long (the
+    one after an averaging step uploads the whole average) does not hold the learning."""
+    from service.config import Settings
+    from service.main import create_app
+    from tests.service.conftest import TestClient
+
+    settings = Settings(
+        snapshot_dir=tmp_path / "snapshots",
+        redis_url=redis_server.url,
+        role="learner",
+        publish_interval=0.05,
+    )
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/models", json=SPEC).status_code == 201
+        learner = client.app.state.startup.role_loop
+        wait_for(lambda: "m" in learner.held_leases() and version(client) == 0, timeout=30)
+        writer = learner.models.writer
+        entered, release = threading.Event(), threading.Event()
+        publish = writer.publish
+
+        def hanging(live):
+            entered.set()
+            release.wait(30)
+            return publish(live)
+
+        writer.publish = hanging
+        try:
+            post = {"examples": [{"x": [1.0, 0, 0, 0, 0], "label": 1}]}
+            assert client.post("/v1/models/m/feedback", json=post).status_code == 200
+            assert entered.wait(10)  # the publication of that version hangs ...
+            for _ in range(3):
+                assert client.post("/v1/models/m/feedback", json=post).status_code == 200
+            wait_for(lambda: version(client) == 4, timeout=10)  # ... and learning goes on
+        finally:
+            release.set()
+        wait_for(lambda: learner.models.get("m").published_version == 4, timeout=10)
