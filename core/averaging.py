@@ -136,23 +136,21 @@ class Averaged(Estimator):
             if n_rows and self.n_seen_ % interval == 0:
                 self._fold_into_average()
             return result
-        backup = _state(self.live_, order="K")
-        average = self._average_state()
-        n_seen, n_averaged = self.n_seen_, self.n_averaged_
+        # across averaging steps, all or nothing: both models restored if a chunk is refused
+        backups = [_state(model, order="K") for model in (self.live_, self.average_)]
+        counts = self.n_seen_, self.n_averaged_
         results = []
         try:
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 results.append(self.live_.learn_many(X[start:stop], y[start:stop], **options))
-                n_seen += stop - start
-                if n_seen % interval == 0:
-                    n_averaged += 1
-                    average = self._fold(average, n_averaged)
-            if n_averaged > self.n_averaged_:
-                self.average_.set_state(average)
+                self.n_seen_ += stop - start
+                if self.n_seen_ % interval == 0:
+                    self._fold_into_average()
         except BaseException:
-            self.live_.set_state(backup)
+            self.live_.set_state(backups[0])
+            self.average_.set_state(backups[1])
+            self.n_seen_, self.n_averaged_ = counts
             raise
-        self.n_seen_, self.n_averaged_ = n_seen, n_averaged
         return _concatenate(results)
 
     def _fold(self, average, m: int):
@@ -164,7 +162,8 @@ class Averaged(Estimator):
         average has the live model's arrays, the fold reads both models where they are and
         writes the average's arrays in place (``running_average(..., into=)``): no copy of
         either, which for a large model is most of the fold's time (fresh memory). The
-        values are those of the fold of copies (``learn_many``'s path across boundaries)."""
+        values are ``running_average``'s on copies, bit for bit (the fold's sums do not
+        depend on the arrays' layout)."""
         m = self._m()
         own, live = dict(self.average_.arrays()), dict(self.live_.arrays())
         if m == 1 or self.alignment != "paper" or not _same_arrays(own, live):

@@ -7,7 +7,8 @@
   models handed over by the most loaded ones (a final snapshot, then the lease is released).
   For each model it owns, a learner reads the model's log stream after the model's
   position, learns each record in stream order, and every ``publish_interval`` seconds (in
-  a thread of its own: the learning never waits for a publication) writes changed models as snapshots (with their log position) and announces them on
+  a thread of its own: the learning never waits for a publication) writes changed models
+  as snapshots or deltas (with their log position) and announces them on
   ``{prefix}:published``. Every write of a snapshot or of the log's trim position is
   checked against the lease in the script that makes it: a learner that lost a model
   cannot write it. Feedback posted to a learner is appended to the log like anywhere else;
