@@ -51,8 +51,9 @@ STEPS = (
     ("writer lock held (learn_group)", "service/live.py", "learn_group"),
     ("  log record: encode, checksum, write", "service/live.py", "_append"),
     ("  learn, averaging included (Averaged.learn_many)", "core/averaging.py", "learn_many"),
-    ("    DoS kernel (_dos_learn_batch)", "core/kernels/dos.py", "_dos_learn_batch"),
-    ("    averaging folds (_fold)", "core/averaging.py", "_fold"),
+    ("    DoS model (DoSClassifier._learn_batch)", "core/dos.py", "_learn_batch"),
+    ("    averaging folds (_fold_into_average)", "core/averaging.py", "_fold_into_average"),
+    ("    rollback copies across averaging steps (_state)", "core/averaging.py", "_state"),
     ("fsync (sync)", "service/live.py", "sync"),
 )
 
