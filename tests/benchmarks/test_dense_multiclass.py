@@ -1,0 +1,22 @@
+"""benchmarks/dense_multiclass.py end to end on a small slice of MNIST: every figure is
+measured (a real server included, one request at a time and two in flight, each learning
+every row) and rendered with the verdicts; nothing is written with ``--no-write``."""
+
+from benchmarks import dense_multiclass
+
+
+def test_small_run_measures_and_renders_every_row(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(dense_multiclass, "DOCS", tmp_path)
+    dense_multiclass.main(["--rows", "400", "--body", "100", "--repeats", "1", "--no-write"])
+    text = capsys.readouterr().out
+    for row in (
+        "library `learn_many(progressive=True)`",
+        "library `predict_many`, stacked product",
+        "HTTP bulk svmlight feedback (durable log), one request at a time",
+        "HTTP bulk svmlight feedback (durable log), two requests in flight",
+    ):
+        line = next(line for line in text.splitlines() if line.startswith(f"| {row} |"))
+        cpu, wall = (float(cell.replace(",", "")) for cell in line.split("|")[2:4])
+        assert cpu > 0 and wall > 0, line
+    assert "identical predictions on\n  100.00% of the rows" in text
+    assert "two requests in flight:" in text and not list(tmp_path.iterdir())
