@@ -40,7 +40,9 @@ across a Redis crash (``everysec`` may lose the last second). With replicas (a R
 Cluster's, or one server's), ``wait_replicas`` = n makes every append wait (``WAIT``) until n
 replicas have it before it is acknowledged: a replica promoted after its master is lost
 then holds every acknowledged record (an append that n replicas did not confirm in time is
-refused, maybe written). A learner's trim is fenced by its lease (``service.leases``).
+refused, maybe written), and a learner learns a record only once n replicas have it
+(``replicated``), so no model holds a record that a promotion took out of its log. A
+learner's trim is fenced by its lease (``service.leases``).
 
 A failed append raises :class:`LogUnavailable`; the caller refuses the feedback (503) and
 learns nothing. When the outcome of a failed append is unknown (a Redis reply lost to a
@@ -620,6 +622,28 @@ class RedisLog:
 
     def sync(self, model: str, position: str) -> None:
         """Nothing to do: an entry is as durable as Redis makes it when XADD answers."""
+
+    def replicated(self, model: str) -> bool:
+        """Whether the replicas have every record the model's log held before this call
+        (True at once without ``wait_replicas``). Replication keeps the master's order: a
+        write in the model's slot, then ``WAIT`` on that connection, for ``wait_replicas``
+        of the master's connected replicas (or all of them if fewer: a master without a
+        replica has none to promote in its place). A learner learns only such records: a
+        record its master loses with a replica's promotion (an append not acknowledged, its
+        ``WAIT`` unanswered) would otherwise be in a model but no longer in its log."""
+        if not self.wait_replicas:
+            return True
+        key = self.keys.barrier(model)
+        node = self._node(key)
+        connected = int(node.info("replication").get("connected_slaves", 0))
+        wanted = min(self.wait_replicas, connected)
+        if wanted == 0:
+            return True
+        pipe = node.pipeline(transaction=False)
+        pipe.set(key, b"1", px=60_000)
+        pipe.wait(wanted, self.wait_timeout_ms)
+        _, replicas = pipe.execute()
+        return replicas >= wanted
 
     def trim(self, model: str, position: str | None, fence: str | None = None) -> None:
         """Drop the entries before ``position`` (MINID keeps ``position`` itself and every

@@ -23,6 +23,8 @@
     {prefix}:model:{<name>}:owner             hash: learner, token, deadline (ms) of the last
                                               lease, kept after it expires (takeover time)
     {prefix}:model:{<name>}:writes            stream: the fenced writes (lease, version)
+    {prefix}:model:{<name>}:barrier           written by a learner before it learns records,
+                                              then WAIT (``RedisLog.replicated``; expires)
 
 Every key of one model carries the hash tag ``{<name>}`` (model names hold no braces), so
 that in a Redis Cluster a model's stream, snapshots, incarnation and lease live in one slot:
@@ -105,6 +107,9 @@ class RedisKeys:
 
     def writes(self, name: str) -> str:
         return self.model(name, "writes")
+
+    def barrier(self, name: str) -> str:
+        return self.model(name, "barrier")
 
     def idempotency(self, name: str, incarnation: str, key: str) -> str:
         return self.model(name, "idempotency", incarnation, key)

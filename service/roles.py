@@ -291,8 +291,8 @@ class Learner(_Loop):
             records = [(i.decode(), fields[b"r"]) for i, fields in entries]
             # a model restored meanwhile may already include them
             fresh = [r for r in records if _after(r[0], live.log_position)]
-            if not fresh:
-                continue
+            if not fresh or not self.journal.replicated(live.name):
+                continue  # (not yet on the replicas that REDIS_WAIT_REPLICAS asks for)
             try:
                 with self.models.use(live.name):
                     count = live.replay(fresh)

@@ -607,6 +607,7 @@ class RedisStore:
                     keys.writes(model),
                     *(keys.snapshot(model, v) for v in versions),
                     *(keys.delta(model, v) for v in deltas),
+                    keys.barrier(model),
                 ],
                 args=[keys.snapshot(model, ""), keys.delta(model, "")],
             )

@@ -293,3 +293,46 @@ def test_file_log_group_commit_shares_one_fsync(tmp_path, monkeypatch):
     journal.sync("m", sixth)  # already on disk with the rotated segment
     assert len(calls) == 4
     FileLog(tmp_path, fsync="none").sync("m", 99)  # nothing to do without fsync
+
+
+def test_redis_log_replicated_waits_for_the_replicas_the_master_has(redis_server, tmp_path):
+    """``replicated`` (a learner's check before it learns records, with ``wait_replicas``):
+    true at once for a master without replicas (none could be promoted in its place), true
+    once its replica has the records, false while the replica does not answer."""
+    import signal
+
+    from tests.service.conftest import RedisServer
+
+    client = redis.Redis.from_url(redis_server.url)
+    journal = RedisLog(client, prefix="t", wait_replicas=1, wait_timeout=0.5)
+    plain = RedisLog(client, prefix="t")  # appends without waiting
+    assert plain.replicated("m")  # (without wait_replicas: at once)
+    plain.append_many("m", [encode_record(*batch(0))], None)
+    assert journal.replicated("m")  # no replica connected
+    replica = RedisServer(tmp_path / "replica")
+    (tmp_path / "replica").mkdir()
+    replica.start()
+    try:
+        replica_client = redis.Redis(port=replica.port)
+        client.config_set("repl-diskless-sync-delay", 0)  # (its first copy at once)
+        replica_client.replicaof("127.0.0.1", redis_server.port)
+        deadline = time.monotonic() + 20
+        while replica_client.info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica did not connect"
+            time.sleep(0.05)  # (while it makes its first copy, ``replicated`` is false)
+        plain.append_many("m", [encode_record(*batch(1))], None)
+        assert journal.replicated("m")
+        assert replica_client.xlen(journal.key("m")) == 2  # what it confirmed it has
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            plain.append_many("m", [encode_record(*batch(2))], None)
+            started = time.monotonic()
+            assert not journal.replicated("m")  # the replica holds still: not yet
+            assert time.monotonic() - started < 5
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        assert journal.replicated("m")
+        replica_client.close()
+    finally:
+        replica.stop()
+        client.close()
