@@ -301,7 +301,7 @@ def test_redis_log_replicated_waits_for_the_replicas_the_master_has(redis_server
     once its replica has the records, false while the replica does not answer."""
     import signal
 
-    from tests.service.conftest import RedisServer
+    from tests.service.conftest import RedisServer, wait_for
 
     client = redis.Redis.from_url(redis_server.url)
     journal = RedisLog(client, prefix="t", wait_replicas=1, wait_timeout=0.5)
@@ -321,7 +321,7 @@ def test_redis_log_replicated_waits_for_the_replicas_the_master_has(redis_server
             assert time.monotonic() < deadline, "the replica did not connect"
             time.sleep(0.05)  # (while it makes its first copy, ``replicated`` is false)
         plain.append_many("m", [encode_record(*batch(1))], None)
-        assert journal.replicated("m")
+        wait_for(lambda: journal.replicated("m"), timeout=20)  # (false = not yet: retried)
         assert replica_client.xlen(journal.key("m")) == 2  # what it confirmed it has
         replica.process.send_signal(signal.SIGSTOP)
         try:
@@ -331,7 +331,8 @@ def test_redis_log_replicated_waits_for_the_replicas_the_master_has(redis_server
             assert time.monotonic() - started < 5
         finally:
             replica.process.send_signal(signal.SIGCONT)
-        assert journal.replicated("m")
+        wait_for(lambda: journal.replicated("m"), timeout=20)
+        assert replica_client.xlen(journal.key("m")) == 3
         replica_client.close()
     finally:
         replica.stop()
