@@ -13,7 +13,9 @@ both models to their minimum-norm form (eqs 15-16), rotate the newer one onto th
 orthogonal Procrustes (eqs 26-27), then take the running mean (eq 28).
 
 Every function here is pure: arrays and state dicts (``Estimator.get_state()``) in, new arrays
-and state dicts out; nothing is modified in place.
+and state dicts out; nothing is modified in place, except the arrays a caller hands to
+``aligned_average(..., out=)`` or ``running_average(..., into=)`` to be written (an in-place
+fold of a running average).
 
 >>> rng = np.random.default_rng(0)
 >>> U, V = rng.standard_normal((2, 2, 5))
