@@ -59,20 +59,32 @@ async def serve(
     it is not validated again."""
     data = await body()
     content_type = headers.get("content-type")
-    if len(data) <= INLINE_BODY_BYTES:
-        answer = _predict(app, name, variant, content_type, data, False)  # not blocking
-        if answer is not None:
-            return answer
-    return await run_sync(app.executor, _predict, app, name, variant, content_type, data)
+    if len(data) > INLINE_BODY_BYTES:
+        return await run_sync(
+            app.executor, _parse_and_predict, app, name, variant, content_type, data
+        )
+    # parsed here once: answered here if the model is free, else in a thread
+    variant, request = _parse(variant, content_type, data)
+    answer = _predict(app, name, variant, request, data, False)  # not blocking
+    if answer is not None:
+        return answer
+    return await run_sync(app.executor, _predict, app, name, variant, request, data)
+
+
+def _parse(variant, content_type, data: bytes) -> tuple:
+    """The request's variant and body, validated (``InvalidRequest`` otherwise)."""
+    return bodies.variant(variant), bodies.predict_request(content_type, data)
+
+
+def _parse_and_predict(app: Components, name: str, variant, content_type, data: bytes) -> dict:
+    return _predict(app, name, *_parse(variant, content_type, data), data)
 
 
 def _predict(
-    app: Components, name: str, variant, content_type, data: bytes, blocking: bool = True
+    app: Components, name: str, variant: str, request, data: bytes, blocking: bool = True
 ) -> dict | None:
-    """The answer, or None if ``blocking`` is false and the request is not small or the
-    model's lock is not free."""
-    variant = bodies.variant(variant)
-    request = bodies.predict_request(content_type, data)
+    """The answer to a request parsed from ``data``, or None if ``blocking`` is false and its
+    scoring work is not small or the model's lock is not free."""
     with app.models.use(name) as live:
         if not blocking and len(data) * live.plan.floats > INLINE_WORK * live.n_features:
             return None
