@@ -489,7 +489,7 @@ def markdown(result: dict) -> str:
     ]
     for row in result["scenarios"]:
         texts, measured, met = [], [], []
-        for target in targets_in(row):
+        for target in row.get("targets", []):
             metric = {
                 "p99_ms": "p99",
                 "throughput_rps": "req/s",
@@ -601,13 +601,6 @@ def markdown(result: dict) -> str:
         lines += ["", note.strip("\n")]
     lines += ["", "Raw numbers of every run: `docs/service_benchmarks.json`.", ""]
     return "\n".join(lines)
-
-
-def targets_in(row: dict) -> list[dict]:
-    """A row's targets (results written before the baseline had one ``target``)."""
-    if "targets" in row:
-        return row["targets"]
-    return [row["target"]] if row.get("target") else []
 
 
 def costs_markdown(costs: dict) -> list[str]:

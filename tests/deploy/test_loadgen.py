@@ -5,33 +5,20 @@ deploy/loadtest/run_benchmarks.py, not asserted)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import uvicorn
 
 from service.config import Settings
 from service.main import create_app
+from tests.deploy.loadtest import load
 from tests.service.test_end_to_end import ServerThread
 
-LOADTEST = Path(__file__).resolve().parents[2] / "deploy" / "loadtest"
-
-
-def _import(name: str):
-    spec = importlib.util.spec_from_file_location(name, LOADTEST / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-loadgen = _import("loadgen")
+loadgen = load("loadgen")
 
 LATENCY_KEYS = {"count", "mean", "p50", "p90", "p99", "max"}
 SUMMARY_KEYS = {

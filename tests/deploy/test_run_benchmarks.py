@@ -6,10 +6,7 @@ its ratio to it (no timing assertions: speed is measured, not asserted)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import uvicorn
@@ -18,23 +15,11 @@ from fastapi.testclient import TestClient
 from service import cli
 from service.config import Settings
 from service.main import create_app
+from tests.deploy.loadtest import LOADTEST, load
 
-LOADTEST = Path(__file__).resolve().parents[2] / "deploy" / "loadtest"
-
-
-def _import(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, LOADTEST / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-loadgen = _import("loadgen")
-bare_app = _import("bare_app")
-run_benchmarks = _import("run_benchmarks")
+loadgen = load("loadgen")
+bare_app = load("bare_app")
+run_benchmarks = load("run_benchmarks")
 
 
 def shape(value):
