@@ -58,15 +58,12 @@ def _finite(scores: np.ndarray) -> np.ndarray:
     """The scores, or InvalidRequest naming the first row whose score overflows float64."""
     if math.isfinite(scores.item()) if scores.size == 1 else np.isfinite(scores).all():
         return scores  # (one score, the common request: no numpy call)
-    bad = ~np.isfinite(scores)
-    if bad.any():
-        row = int(np.argwhere(bad)[0][0])
-        raise InvalidRequest(
-            "invalid_input",
-            f"instances[{row}]: the model's score overflows float64 (values too large)",
-            {"field": f"instances.{row}"},
-        )
-    return scores
+    row = int(np.argwhere(~np.isfinite(scores))[0][0])
+    raise InvalidRequest(
+        "invalid_input",
+        f"instances[{row}]: the model's score overflows float64 (values too large)",
+        {"field": f"instances.{row}"},
+    )
 
 
 class Family:
