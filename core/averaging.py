@@ -153,6 +153,10 @@ class Averaged(Estimator):
             raise
         return _concatenate(results)
 
+    def averages_within(self, n: int) -> bool:
+        """Whether learning ``n`` more examples ends an interval (and folds the average)."""
+        return n > 0 and self.n_seen_ % self.interval + n >= self.interval
+
     def _fold(self, average, m: int):
         """The running average with the live model folded in as the m-th snapshot."""
         return running_average(average, _state(self.live_), m, self.alignment)

@@ -23,8 +23,9 @@ rebuilds the request's answer.
 Positions are consecutive integers from 1. Appends are written under the model's writer
 lock and, with the default ``fsync="batch"``, made durable by ``sync`` before the request is
 acknowledged; ``sync`` runs outside that lock, so the requests waiting together share one
-fsync (group commit: the fast path hands small feedback requests to a thread in groups, and
-syncs once per group). A frame cut short by a crash (or with a
+fsync (group commit: ``service.grouping`` syncs once per group of requests). The event loop
+appends with ``try_append``, which never waits for a lock or a new segment. A frame cut
+short by a crash (or with a
 bad checksum) ends the log: it was never acknowledged, and it is cut off when the log is
 opened. ``trim(position)`` starts a new segment and deletes the segments wholly at or before
 ``position`` (called after a snapshot that includes it), or moves them to an archive
@@ -181,9 +182,13 @@ def _record_key(data, offset: int) -> tuple[RecordKey, int]:
 class FeedbackLog(Protocol):
     """Where accepted feedback goes before it is learned. Positions are opaque and ordered."""
 
+    #: whether ``sync`` does anything (False: an append is as durable as it will be)
+    syncs: bool
+
     def append_many(
         self, model: str, records: list[bytes], incarnation: str | None = None
     ) -> list[Position]: ...
+    def try_append(self, model: str, records: list[bytes]) -> list[Position] | None: ...
     def sync(self, model: str, position: Position) -> None: ...
     def read_after(self, model: str, position: Position) -> Iterator[tuple[Position, bytes]]: ...
     def trim(self, model: str, position: Position, fence: str | None = None) -> None: ...
@@ -307,6 +312,7 @@ class FileLog:
             raise ValueError(f"fsync must be 'batch' or 'none', got {fsync!r}")
         self.directory = Path(directory)
         self.fsync = fsync
+        self.syncs = fsync == "batch"
         #: where trimmed segments go instead of being deleted (the full labelled history,
         #: e.g. for offline retraining); None: deleted
         self.archive = None if archive is None else Path(archive)
@@ -332,6 +338,20 @@ class FileLog:
                 return self._append(state, records)
         except OSError as error:
             raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+
+    def try_append(self, model: str, records: list[bytes]) -> list[int] | None:
+        """``append_many`` if it need not wait (the event loop appends so): None, nothing
+        written, if another thread holds the model's log (a trim, a sync's start) or a new
+        segment must be opened first (a file created and fsync'd)."""
+        state = self._open.get(model)
+        if state is None or state.handle is None or not state.lock.acquire(blocking=False):
+            return None
+        try:
+            return self._append(state, records)
+        except OSError as error:
+            raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+        finally:
+            state.lock.release()
 
     def _append(self, state: _Segmented, records: list[bytes]) -> list[int]:
         if state.handle is None:
@@ -359,7 +379,7 @@ class FileLog:
         every record written before it, so requests that wait here together share one
         (group commit). Called after ``append``, outside the model's writer lock, before
         the request is acknowledged. ``LogUnavailable`` if the fsync fails."""
-        if self.fsync != "batch":
+        if not self.syncs:
             return
         state = self._state(model)
         if state.synced >= position:
@@ -492,6 +512,8 @@ class RedisLog:
     ):
         self.client = client
         self.keys = RedisKeys(prefix)
+        #: an entry is as durable as Redis makes it when XADD answers
+        self.syncs = False
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         self._append_script = client.register_script(_APPEND)
@@ -538,6 +560,10 @@ class RedisLog:
             raise LogUnavailable(
                 f"the feedback log could not be written: {error}", maybe_written=True
             ) from None
+
+    def try_append(self, model: str, records: list[bytes]) -> None:
+        """None: an append is a round trip to Redis, never done without waiting."""
+        return None
 
     def append_once(
         self, model: str, record: bytes, incarnation: str, key: str, answer: bytes, ttl: float

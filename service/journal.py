@@ -64,6 +64,21 @@ class Journal:
         with self._errors():
             return self.log.append_many(self.name, records, self.incarnation)
 
+    def try_append(self, items: list[Feedback]) -> list[Position] | None:
+        """``append`` if the log can take the records without waiting (a local file's
+        write), else None and nothing appended; never while an append's outcome is
+        uncertain (the model must read the log first)."""
+        if self.uncertain:
+            return None
+        records = [Feedback(*item).record() for item in items]
+        with self._errors():
+            return self.log.try_append(self.name, records)
+
+    @property
+    def syncs(self) -> bool:
+        """Whether ``sync`` does anything (False: appended is as durable as it will be)."""
+        return self.log.syncs
+
     def append_once(self, item: Feedback, answer: dict, ttl: float) -> tuple[Position, Answer]:
         """Append a keyed item with its answer, unless its key has one (a process that only
         logs; ``service.idempotency``): (position, None) or (None, the stored answer)."""

@@ -104,6 +104,9 @@ class Kind:
     family: str = "online"
     #: its scores are margins: probabilities come from a calibrator (``core.calibration``)
     margins: bool = False
+    #: an update touches the parameters of the example's non-zeros only (False: all of its
+    #: state, as the ellipsoid's matrix, or a refit by the worker)
+    sparse_updates: bool = True
 
     def complete(self, params: dict) -> dict:
         """The params with every default filled in."""
@@ -263,6 +266,7 @@ KINDS: dict[str, Kind] = {
             ),
             _quadratic,
             margins=True,
+            sparse_updates=False,
         ),
         Kind(
             "shor-perceptron",
@@ -290,6 +294,7 @@ KINDS: dict[str, Kind] = {
             ),
             _quadratic,
             margins=True,
+            sparse_updates=False,
         ),
         Kind(
             "ellipsoidal",
@@ -321,6 +326,7 @@ KINDS: dict[str, Kind] = {
             _ellipsoidal,
             own=frozenset({"reservoir_size", "reservoir_policy", "reservoir_refit_every"}),
             family="batch",
+            sparse_updates=False,
         ),
     )
 }

@@ -39,6 +39,9 @@ from service.locks import RWLock
 
 log = logging.getLogger("lorentztron")
 
+#: the most parameters a request may touch to be learned on the event loop (``quick``)
+INLINE_WORK = 1 << 20
+
 
 def _all_finite(values) -> bool:
     """Whether every value (a list of one, or an array) is finite."""
@@ -186,14 +189,33 @@ class LiveModel:
         return version, labels, scores, probabilities
 
     # -- learning ------------------------------------------------------------------------
-    def learn_group(self, items: list[Feedback]) -> tuple[list, Position]:
+    def quick(self, batch: CSRBatch) -> bool:
+        """Whether learning ``batch`` here is small work, fit for the event loop: the
+        parameters it touches stay under ``INLINE_WORK`` (its non-zeros times the model's
+        floats per input, or all of them per example for a kind whose update touches its
+        whole state; all of them once more if an averaging step falls due)."""
+        if not self.learns:
+            return False
+        plan = self.plan
+        if plan.kind.sparse_updates:
+            work = len(batch.indices) * (plan.floats // max(plan.n_features, 1) + 1)
+        else:
+            work = batch.n_rows * plan.floats
+        if self.averaged and self.estimator.averages_within(batch.n_rows):
+            work += plan.floats
+        return work <= INLINE_WORK
+
+    def learn_group(
+        self, items: list[Feedback], blocking: bool = True
+    ) -> tuple[list, Position] | None:
         """Learn several requests' validated feedback in order, as one writer-lock hold: one
         outcome per item, its answer or its exception (the others go on). The records of
         the items that pass the norm check are appended together before any is learned; if
         that append fails, each of them gets the error. A keyed item's answer is kept
         (``answers``) as it is learned. Returns the outcomes and the log position of the
         last record appended (None: none), which the caller ``sync``s before acknowledging
-        any of them."""
+        any of them. With ``blocking`` false (the event loop), None and nothing done if
+        the writer lock or the log would make it wait."""
         items = [Feedback(*item) for item in items]
         outcomes: list = [None] * len(items)
         ready = []
@@ -207,16 +229,22 @@ class LiveModel:
         if not ready:
             return outcomes, None
         if not self.learns:  # an api replica changes nothing: no writer lock
+            if not blocking:
+                return None
             return outcomes, self._log_only(items, ready, outcomes)
-        with self.lock.write():
+        if not self.lock.acquire_write(blocking):
+            return None
+        try:
             positions = [None] * len(ready)
             if self.journal is not None:
                 try:
-                    positions = self._append([items[k] for k in ready])
+                    positions = self._append([items[k] for k in ready], blocking)
                 except ServiceError as error:
                     for k in ready:
                         outcomes[k] = error
                     return outcomes, None
+                if positions is None:
+                    return None
             for k, position in zip(ready, positions, strict=True):
                 item = items[k]
                 try:
@@ -224,6 +252,8 @@ class LiveModel:
                 except Exception as error:  # the others are logged: learn them too
                     outcomes[k] = error
                 self._keep(item, outcomes[k], time.time(), position)
+        finally:
+            self.lock.release_write()
         return outcomes, positions[-1]
 
     def _log_only(self, items: list[Feedback], ready: list[int], outcomes: list) -> Position:
@@ -321,12 +351,17 @@ class LiveModel:
         if self.journal is not None:
             self.journal.sync(position)
 
-    def _append(self, items: list[Feedback]) -> list[Position]:
+    def _append(self, items: list[Feedback], blocking: bool = True) -> list[Position] | None:
         """Append the items' records (writer lock held); the position moves only when this
-        process learns them."""
-        if self.journal.uncertain and self.learns:
-            self._catch_up()
-        positions = self.journal.append(items)
+        process learns them. Not ``blocking``: None unless the log takes them at once."""
+        if not blocking:
+            positions = self.journal.try_append(items)
+            if positions is None:
+                return None
+        else:
+            if self.journal.uncertain and self.learns:
+                self._catch_up()
+            positions = self.journal.append(items)
         if self.learns:
             if self.unpublished_from is None:
                 self.unpublished_from = positions[0]

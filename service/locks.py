@@ -31,13 +31,21 @@ class RWLock:
             if self._readers == 0 and self._writers_waiting:  # (only writers wait for it)
                 self._condition.notify_all()
 
-    def acquire_write(self):
+    def acquire_write(self, blocking: bool = True) -> bool:
+        """Hold the lock exclusively; with ``blocking`` false, only if nobody holds it or
+        waits for it (False, not held, otherwise)."""
         with self._condition:
+            if not blocking:
+                if self._writer or self._readers or self._writers_waiting:
+                    return False
+                self._writer = True
+                return True
             self._writers_waiting += 1
             while self._writer or self._readers:
                 self._condition.wait()
             self._writers_waiting -= 1
             self._writer = True
+            return True
 
     def release_write(self):
         with self._condition:

@@ -359,3 +359,14 @@ def test_the_fold_is_written_in_place_without_copies_of_the_model():
 def _learned(model, x, y):
     model.learn_one(x, y)
     return model
+
+
+def test_averages_within_says_whether_an_interval_ends():
+    model = Averaged(model=LinearPA(n_features=2), interval=3)
+    assert not model.averages_within(0)
+    assert not model.averages_within(2) and model.averages_within(3)
+    model.learn_one(np.array([1.0, 0.0]), 1.0)
+    assert not model.averages_within(1) and model.averages_within(2)
+    model.learn_many(np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([1.0, -1.0]))
+    assert model.n_averaged_ == 1  # it said so: the interval ended
+    assert model.averages_within(100) and not model.averages_within(2)

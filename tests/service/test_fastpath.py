@@ -311,12 +311,15 @@ def grouped_bodies(n: int) -> list[tuple[bytes, int]]:
 
 
 def test_concurrent_feedback_is_grouped_and_each_request_answered_as_alone(pair, monkeypatch):
-    """Small feedback requests that arrive together are handled a group at a time (one
-    thread hop, one fsync of the log), yet each gets its own answer: the invalid ones their
-    422 and nothing learned, the valid ones a version each, and the model ends exactly as
-    the same valid examples learned one by one in the order of their versions (FastAPI's
-    route, no grouping), with one log record per valid request in that order."""
+    """Small feedback requests that wait for a handler thread (here all of them: none is
+    learned on the event loop) are handled a group at a time (one thread hop, one fsync of
+    the log), yet each gets its own answer: the invalid ones their 422 and nothing learned,
+    the valid ones a version each, and the model ends exactly as the same valid examples
+    learned one by one in the order of their versions (FastAPI's route, no grouping), with
+    one log record per valid request in that order. (``tests/service/test_grouping.py``:
+    the same for the requests learned on the loop.)"""
     fast, slow = pair
+    monkeypatch.setattr(grouping, "INLINE_BODY_BYTES", -1)
     for client in pair:
         create(client, n_features=4, params={"rank": 2, "seed": 1}, classes=["a", "b"])
     sizes = []

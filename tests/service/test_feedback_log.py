@@ -174,6 +174,26 @@ def test_file_log_appends_many_in_one_write(tmp_path):
     assert [r for _, r in FileLog(tmp_path).read_after("m", 4)] == [records[4], records[5]]
 
 
+def test_file_log_try_append_never_waits(tmp_path):
+    """``try_append`` (the event loop's) appends as ``append_many`` does when it need not
+    wait, and otherwise writes nothing: before the model's segment is open (creating it
+    fsyncs), or while another thread holds its log (a trim, a sync taking its descriptor)."""
+    journal = FileLog(tmp_path)
+    records = [encode_record(*batch(seed)) for seed in range(4)]
+    assert journal.try_append("m", records[:1]) is None  # no segment open yet
+    assert journal.append_many("m", records[:1]) == [1]
+    assert journal.try_append("m", records[1:3]) == [2, 3]
+    state = journal._state("m")
+    with state.lock:
+        assert journal.try_append("m", records[3:]) is None
+    assert [r for _, r in journal.read_after("m", None)] == records[:3]
+    journal.trim("m", 3)  # starts a new segment: open, so appends go on without waiting
+    assert journal.try_append("m", records[3:]) == [4]
+    assert journal.syncs and not FileLog(tmp_path / "b", fsync="none").syncs
+    journal.close()
+    assert [r for _, r in FileLog(tmp_path).read_after("m", None)] == records[3:]
+
+
 def test_redis_log(redis_server):
     client = redis.Redis.from_url(redis_server.url)
     journal = RedisLog(client, prefix="t")
@@ -203,6 +223,9 @@ def test_redis_log(redis_server):
         redis.client.Pipeline.execute = execute
     assert calls == [5] and many == sorted(many, key=lambda p: tuple(map(int, p.split("-"))))
     assert list(journal.read_after("m", None)) == list(zip(many, records, strict=True))
+    # an append is a round trip: never without waiting, and durable when XADD answers
+    assert journal.try_append("m", records) is None and not journal.syncs
+    assert journal.length("m") == 5
     journal.delete("m")
     redis_server.stop()
     down = RedisLog(redis.Redis.from_url(redis_server.url, socket_timeout=1), "t")

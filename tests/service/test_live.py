@@ -100,3 +100,60 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
     assert all(isinstance(e, Unavailable) for e in refused)
     assert [(e.code, e.applied) for e in refused] == [("log_unavailable", False)] * 2
     assert live.n_learned == 2 and live.version == 2
+
+
+def test_learn_group_that_cannot_wait_does_nothing_unless_model_and_log_are_free(tmp_path):
+    """``learn_group(blocking=False)`` (the event loop's): None and nothing logged or learned
+    while another thread holds the model or its log, before the log's segment is open, or
+    while an append's outcome is uncertain; otherwise the same as a blocking one."""
+    live = _live_with_log(tmp_path)
+    item = batch_from_rows([(np.array([0]), np.array([1.0]))]), np.array([1])
+    assert live.learn_group([item], blocking=False) is None  # the log's segment is not open
+    live.learn(*item)
+    with live.lock.read():  # a snapshot's capture, say
+        assert live.learn_group([item], blocking=False) is None
+    with live.journal.log._state("m").lock:  # a trim
+        assert live.learn_group([item], blocking=False) is None
+    live.journal.uncertain = True
+    assert live.learn_group([item], blocking=False) is None
+    live.journal.uncertain = False
+    assert live.version == 1 and live.n_learned == 1 and len(logged(live)) == 1
+    [answer], position = live.learn_group([item], blocking=False)
+    assert answer["version"] == 2 and position == 2 == live.log_position
+    assert not live.lock._writer  # released
+    reference = _live_with_log(tmp_path / "reference")
+    for _ in range(2):
+        reference.learn(*item)
+    assert state_digest(live.estimator.get_state()) == state_digest(reference.estimator.get_state())
+    live.learns = False  # an api replica only logs: never on the loop
+    assert live.learn_group([item], blocking=False) is None
+
+
+def _live(n_features: int, **spec) -> LiveModel:
+    spec = CreateModel.model_validate({"name": "m", "input": {"n_features": n_features}, **spec})
+    checked = plan(spec, Limits(1 << 27, 1000, 50_000))
+    return LiveModel("m", spec, checked, build(checked), metrics_window=10)
+
+
+def test_quick_bounds_the_work_learned_on_the_event_loop():
+    """``quick``: sparse updates count their non-zeros times the floats per input; a kind
+    whose update touches its whole state counts all of it per example; an averaging step
+    that falls due counts the whole state once more."""
+    one = batch_from_rows([(np.array([0, 5]), np.array([1.0, 2.0]))])
+    dense = batch_from_rows([(np.arange(50), np.ones(50))])
+    dos = _live(1 << 18, kind="dos", params={"rank": 16})  # ~64 floats per input
+    assert dos.quick(one) and dos.quick(dense)
+    wide = _live(1 << 10, kind="dos", params={"rank": 16}, classes=list(range(40)))
+    assert wide.quick(one) and not wide.quick(dense)  # 780 one-vs-one models
+    ellipsoid = _live(2000, kind="ellipsoid-perceptron")  # (d + 1)(d + 2) floats per update
+    assert not ellipsoid.quick(one)
+    assert _live(10, kind="ellipsoid-perceptron").quick(one)
+    averaged = _live(1 << 14, kind="dos", params={"rank": 16}, averaging={"interval": 3})
+    assert averaged.quick(one)
+    averaged.learn(one, np.array([1]))
+    averaged.learn(one, np.array([0]))
+    assert not averaged.quick(one)  # the third example folds 2^14 x 64 floats
+    averaged.learn(one, np.array([1]))
+    assert averaged.quick(one)
+    dos.learns = False
+    assert not dos.quick(one)

@@ -49,3 +49,26 @@ def test_a_reader_that_cannot_wait_is_refused_while_a_writer_holds_or_waits():
     assert lock.acquire_read(blocking=False)
     lock.release_read()
     assert lock._readers == 0 and not lock._writer
+
+
+def test_a_writer_that_cannot_wait_is_refused_unless_the_lock_is_free():
+    lock = RWLock()
+    assert lock.acquire_write(blocking=False)  # free: held exclusively
+    assert not lock.acquire_write(blocking=False) and not lock.acquire_read(blocking=False)
+    lock.release_write()
+    with lock.read():
+        assert not lock.acquire_write(blocking=False)  # a reader holds it
+    lock.acquire_read()
+    writer_waits = threading.Thread(target=lambda: (lock.acquire_write(), lock.release_write()))
+    writer_waits.start()
+    while not lock._writers_waiting:
+        time.sleep(0.001)
+    lock.release_read()
+    writer_waits.join(timeout=10)
+    assert not writer_waits.is_alive()
+    with lock.read():
+        lock._writers_waiting += 1  # (a writer waits: it goes first, not the one that can't)
+        assert not lock.acquire_write(blocking=False)
+        lock._writers_waiting -= 1
+    assert lock.acquire_write(blocking=False) and lock._readers == 0
+    lock.release_write()
