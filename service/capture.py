@@ -36,6 +36,7 @@ class Capture(NamedTuple):
     log_position: Any
     records: int  # log records learned since the previous snapshot, when captured
     first_new: Any = None  # the first log record learned since the last publication
+    log_bytes: int = 0  # the bytes of those records
 
 
 def buffer_for(buffers: dict, name: str, array: np.ndarray) -> tuple[np.ndarray, bool]:

@@ -98,8 +98,14 @@ class Settings(BaseSettings):
     #: Drop the log records a snapshot covers (false: the log keeps the whole labelled
     #: history; with Redis it then grows without bound).
     log_trim: bool = True
-    #: Log records (request batches) since a model's last snapshot that trigger an early one.
+    #: Log records (request batches) since a model's last snapshot that trigger an early
+    #: one, once they also hold ``log_snapshot_ratio`` times the model's size in bytes.
     log_snapshot_records: int = Field(10_000, gt=0)
+    #: An early snapshot waits until the log since the last one holds this many times the
+    #: model's size (8 bytes per learned float), so that a snapshot writes no more than
+    #: about that multiple of what it trims (Redis's ``auto-aof-rewrite-percentage``); 0:
+    #: ``log_snapshot_records`` alone.
+    log_snapshot_ratio: float = Field(1.0, ge=0)
     #: Learner: seconds between publications of changed models to the api replicas.
     publish_interval: float = Field(0.25, gt=0)
     #: Learner: publications between two full snapshots, the others being deltas (the

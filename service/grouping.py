@@ -40,7 +40,7 @@ FLUSH_TURNS = 4
 #: an fsync slower than this (seconds) on the loop sends the next ones to a thread ...
 SLOW_FSYNC = 0.002
 #: ... for this long (seconds)
-SLOW_BACKOFF = 10.0
+SLOW_BACKOFF = 1.0
 
 #: one request of a group: its content type, body and idempotency key (optional, or None)
 Request = tuple[str | None, bytes, Key | None] | tuple[str | None, bytes]

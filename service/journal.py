@@ -56,13 +56,17 @@ class Journal:
         self.uncertain = False
         #: appends and syncs that failed (the metrics' log_append_failures_total)
         self.failures = 0
+        #: bytes of the records appended so far (by this process)
+        self.appended = 0
 
     def append(self, items: list[Feedback]) -> list[Position]:
         """Append one record per item, together; Unavailable if the log refuses them
         (``applied`` when they may have landed all the same)."""
         records = [Feedback(*item).record() for item in items]
         with self._errors():
-            return self.log.append_many(self.name, records, self.incarnation)
+            positions = self.log.append_many(self.name, records, self.incarnation)
+        self.appended += sum(map(len, records))
+        return positions
 
     def try_append(self, items: list[Feedback]) -> list[Position] | None:
         """``append`` if the log can take the records without waiting (a local file's
@@ -72,7 +76,10 @@ class Journal:
             return None
         records = [Feedback(*item).record() for item in items]
         with self._errors():
-            return self.log.try_append(self.name, records)
+            positions = self.log.try_append(self.name, records)
+        if positions is not None:
+            self.appended += sum(map(len, records))
+        return positions
 
     @property
     def syncs(self) -> bool:

@@ -112,8 +112,9 @@ class LiveModel:
         self.learns = True
         #: the log position of the last record this model includes (None: none yet)
         self.log_position: Position = None
-        #: log records learned since the last snapshot
+        #: log records learned since the last snapshot, and their bytes
         self.records_since_snapshot = 0
+        self.log_bytes_since_snapshot = 0
         #: the answers of keyed requests (``service.idempotency``)
         self.answers = answers or Answers(ttl=86400.0, max_bytes=32 << 20)
         #: a learner's lease on the model (``service.leases``), checked by every write of
@@ -354,6 +355,7 @@ class LiveModel:
     def _append(self, items: list[Feedback], blocking: bool = True) -> list[Position] | None:
         """Append the items' records (writer lock held); the position moves only when this
         process learns them. Not ``blocking``: None unless the log takes them at once."""
+        appended = self.journal.appended
         if not blocking:
             positions = self.journal.try_append(items)
             if positions is None:
@@ -363,6 +365,7 @@ class LiveModel:
                 self._catch_up()
             positions = self.journal.append(items)
         if self.learns:
+            self.log_bytes_since_snapshot += self.journal.appended - appended
             if self.unpublished_from is None:
                 self.unpublished_from = positions[0]
             self.log_position = positions[-1]
@@ -405,6 +408,7 @@ class LiveModel:
             self.unpublished_from = position
         self.log_position = position
         self.records_since_snapshot += 1
+        self.log_bytes_since_snapshot += len(record)
 
     def _learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """Learn a validated batch (writer lock held). A model that refuses an example (a
@@ -590,7 +594,12 @@ class LiveModel:
         # the write fails)
         first_new, self.unpublished_from = self.unpublished_from, None
         return Capture(
-            self.version, state, self.log_position, self.records_since_snapshot, first_new
+            self.version,
+            state,
+            self.log_position,
+            self.records_since_snapshot,
+            first_new,
+            self.log_bytes_since_snapshot,
         )
 
     def load_state(self, state: dict) -> None:

@@ -93,6 +93,7 @@ class SnapshotWriter:
             raise
         live.published_version = max(live.published_version or 0, capture.version)
         live.records_since_snapshot -= capture.records
+        live.log_bytes_since_snapshot -= capture.log_bytes
         if self.trim_log and live.journal is not None and capture.log_position is not None:
             try:
                 live.journal.trim(capture.log_position, live.fence)

@@ -91,10 +91,17 @@ class SnapshotWorker:
                 self.failing.pop(live.name, None)
 
     def log_full(self) -> bool:
-        """A model's log passed ``log_snapshot_records`` records since its last snapshot:
-        snapshot early, so that recovery stays short and the log can be trimmed."""
-        limit = self.settings.log_snapshot_records
-        return any(live.records_since_snapshot >= limit for live in self.models.serving())
+        """A model's log passed ``log_snapshot_records`` records since its last snapshot,
+        and ``log_snapshot_ratio`` times the model's size in bytes: snapshot early, so that
+        recovery stays short and the log can be trimmed (a large model's snapshot is not
+        written to trim a few records' worth of log)."""
+        records = self.settings.log_snapshot_records
+        ratio = self.settings.log_snapshot_ratio
+        return any(
+            live.records_since_snapshot >= records
+            and live.log_bytes_since_snapshot >= ratio * 8 * live.plan.floats
+            for live in self.models.serving()
+        )
 
     def refit_due(self) -> list:
         """Models whose window saw ``reservoir_refit_every`` examples since their last refit."""

@@ -82,3 +82,37 @@ def test_readiness_checks_the_feedback_log_too(tmp_path):
         ready = client.get("/readyz")
         assert ready.status_code == 503 and ready.json()["checks"]["snapshot_store"] is False
         assert "blocked" in ready.json()["store_error"]
+
+
+def test_an_early_snapshot_waits_for_records_and_for_a_models_worth_of_log(tmp_path):
+    """``log_full``: a model's log since its last snapshot must pass
+    ``log_snapshot_records`` records and ``log_snapshot_ratio`` times the model's size in
+    bytes; a snapshot counts both down by what it covered."""
+    settings = Settings(
+        snapshot_dir=tmp_path,
+        snapshot_interval=3600,
+        log_snapshot_records=3,
+        log_snapshot_ratio=1.0,
+    )
+    with TestClient(create_app(settings)) as client:
+        create(client, n_features=40, params={"rank": 2})  # 2 x 40 x 2 floats, ~1.3 KB
+        components = client.app.state.components
+        worker, live = components.worker, components.models.get("m")
+        size = 8 * live.plan.floats
+        example = {"examples": [{"x": [1.0] * 40, "label": 1}]}
+        for _ in range(3):
+            assert client.post("/v1/models/m/feedback", json=example).status_code == 200
+        record = live.log_bytes_since_snapshot / 3
+        assert live.records_since_snapshot == 3 and record > 40 * 16  # (indices and values)
+        assert live.log_bytes_since_snapshot < size and not worker.log_full()
+        while live.log_bytes_since_snapshot < size:
+            assert not worker.log_full()
+            assert client.post("/v1/models/m/feedback", json=example).status_code == 200
+        assert worker.log_full()
+        worker.snapshot_due()
+        assert live.records_since_snapshot == live.log_bytes_since_snapshot == 0
+        assert not worker.log_full()
+        worker.settings = settings.model_copy(update={"log_snapshot_ratio": 0.0})
+        for _ in range(3):
+            assert client.post("/v1/models/m/feedback", json=example).status_code == 200
+        assert worker.log_full()  # records alone
