@@ -23,7 +23,7 @@ def write_log(directory: Path, n_records: int, seed: int = 0) -> None:
     for _ in range(n_records):
         indices = np.sort(rng.choice(n_features, nnz, replace=False)).astype(np.int64)
         batch = CSRBatch(np.array([0, nnz]), indices, rng.standard_normal(nnz))
-        journal.append("m", encode_record(batch, np.array([int(rng.integers(0, 2))])))
+        journal.append_many("m", [encode_record(batch, np.array([int(rng.integers(0, 2))]))])
     journal.close()
 
 
