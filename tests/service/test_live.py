@@ -141,9 +141,9 @@ def test_quick_bounds_the_work_learned_on_the_event_loop():
     that falls due counts the whole state once more."""
     one = batch_from_rows([(np.array([0, 5]), np.array([1.0, 2.0]))])
     dense = batch_from_rows([(np.arange(50), np.ones(50))])
-    dos = _live(1 << 18, kind="dos", params={"rank": 16})  # ~64 floats per input
+    dos = _live(1 << 12, kind="dos", params={"rank": 16})  # ~64 floats per input
     assert dos.quick(one) and dos.quick(dense)
-    wide = _live(1 << 10, kind="dos", params={"rank": 16}, classes=list(range(40)))
+    wide = _live(64, kind="dos", params={"rank": 16}, classes=list(range(40)))
     assert wide.quick(one) and not wide.quick(dense)  # 780 one-vs-one models
     ellipsoid = _live(2000, kind="ellipsoid-perceptron")  # (d + 1)(d + 2) floats per update
     assert not ellipsoid.quick(one)
