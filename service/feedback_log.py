@@ -334,17 +334,23 @@ class FileLog:
         its lifecycle keeps writers out of a deleted model."""
         try:
             state = self._state(model)
-            with state.lock:
-                return self._append(state, records)
         except OSError as error:
             raise LogUnavailable(f"the feedback log could not be written: {error}") from None
+        return self._append_locked(state, records, blocking=True)
 
     def try_append(self, model: str, records: list[bytes]) -> list[int] | None:
         """``append_many`` if it need not wait (the event loop appends so): None, nothing
         written, if another thread holds the model's log (a trim, a sync's start) or a new
         segment must be opened first (a file created and fsync'd)."""
         state = self._open.get(model)
-        if state is None or state.handle is None or not state.lock.acquire(blocking=False):
+        if state is None or state.handle is None:
+            return None
+        return self._append_locked(state, records, blocking=False)
+
+    def _append_locked(
+        self, state: _Segmented, records: list[bytes], blocking: bool
+    ) -> list[int] | None:
+        if not state.lock.acquire(blocking):
             return None
         try:
             return self._append(state, records)

@@ -59,24 +59,20 @@ class Journal:
         #: bytes of the records appended so far (by this process)
         self.appended = 0
 
-    def append(self, items: list[Feedback]) -> list[Position]:
+    def append(self, items: list[Feedback], blocking: bool = True) -> list[Position] | None:
         """Append one record per item, together; Unavailable if the log refuses them
-        (``applied`` when they may have landed all the same)."""
-        records = [Feedback(*item).record() for item in items]
-        with self._errors():
-            positions = self.log.append_many(self.name, records, self.incarnation)
-        self.appended += sum(map(len, records))
-        return positions
-
-    def try_append(self, items: list[Feedback]) -> list[Position] | None:
-        """``append`` if the log can take the records without waiting (a local file's
-        write), else None and nothing appended; never while an append's outcome is
-        uncertain (the model must read the log first)."""
-        if self.uncertain:
+        (``applied`` when they may have landed all the same). With ``blocking`` false (the
+        event loop): None and nothing appended unless the log takes them at once (a local
+        file's write), and never while an append's outcome is uncertain (the model must
+        read the log first)."""
+        if not blocking and self.uncertain:
             return None
         records = [Feedback(*item).record() for item in items]
         with self._errors():
-            positions = self.log.try_append(self.name, records)
+            if blocking:
+                positions = self.log.append_many(self.name, records, self.incarnation)
+            else:
+                positions = self.log.try_append(self.name, records)
         if positions is not None:
             self.appended += sum(map(len, records))
         return positions

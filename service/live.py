@@ -355,15 +355,12 @@ class LiveModel:
     def _append(self, items: list[Feedback], blocking: bool = True) -> list[Position] | None:
         """Append the items' records (writer lock held); the position moves only when this
         process learns them. Not ``blocking``: None unless the log takes them at once."""
+        if blocking and self.journal.uncertain and self.learns:
+            self._catch_up()
         appended = self.journal.appended
-        if not blocking:
-            positions = self.journal.try_append(items)
-            if positions is None:
-                return None
-        else:
-            if self.journal.uncertain and self.learns:
-                self._catch_up()
-            positions = self.journal.append(items)
+        positions = self.journal.append(items, blocking)
+        if positions is None:
+            return None
         if self.learns:
             self.log_bytes_since_snapshot += self.journal.appended - appended
             if self.unpublished_from is None:
