@@ -54,7 +54,12 @@ from benchmarks.streams import Stream, sparse_stream
 from benchmarks.timing import Samples, timed
 from core.dos import DoSClassifier, aligned_empty
 from core.features import CSRBatch, as_batch
-from core.kernels.dos import PREFETCH_AHEAD, _dos_learn_rows, _dos_prefetch_rows
+from core.kernels.dos import (
+    PREFETCH_AHEAD,
+    _dos_learn_rows,
+    _dos_prefetch_rows,
+    prefetch_distance,
+)
 
 BEGIN = "<!-- sparse_dos:begin -->"
 END = "<!-- sparse_dos:end -->"
@@ -180,7 +185,9 @@ def cases_for(dtype: str, stream: Stream, small: Stream, uniform: CSRBatch) -> t
     cases = [
         Case(dtype, "learn_many (whole call)", fresh_learn, n),
         Case(dtype, "score_many (whole call)", score, n),
-        kernel_case(dtype, "learning kernel alone", W0, batch, stream.labels, PREFETCH_AHEAD),
+        kernel_case(
+            dtype, "learning kernel alone", W0, batch, stream.labels, prefetch_distance(W0)
+        ),
         kernel_case(dtype, "learning kernel, no prefetching", W0, batch, stream.labels, 0),
         kernel_case(
             dtype,

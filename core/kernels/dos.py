@@ -30,6 +30,8 @@ rounds the stored parameters after each update.
 Over 2^20 features ``W`` is far larger than the caches and a sparse example's rows are random
 accesses: the batch kernels prefetch the rows of the examples ahead of the one they learn
 (``PREFETCH_AHEAD``), so that their cache misses overlap its arithmetic instead of stalling it.
+Parameters smaller than ``PREFETCH_MIN_BYTES`` stay in the caches, where prefetching only adds
+instructions (``prefetch_distance``).
 """
 
 import numba
@@ -45,6 +47,8 @@ STEP_OK = 0
 STEP_NOT_FINITE = 1
 #: examples ahead of the current one whose rows the batch kernels prefetch
 PREFETCH_AHEAD = 1
+#: parameters of fewer bytes than this are not prefetched (about a server's last-level cache)
+PREFETCH_MIN_BYTES = 32 << 20
 #: bytes of a cache line (x86-64 and most ARM cores)
 CACHE_LINE = 64
 
@@ -72,6 +76,13 @@ def _prefetch_for_write(typingctx, W, j, r):
         return context.get_dummy_value()
 
     return signature, codegen
+
+
+@numba.njit(**NJIT_OPTIONS)
+def prefetch_distance(W):
+    """Examples ahead whose rows the batch kernels prefetch: ``PREFETCH_AHEAD`` when ``W``
+    outgrows the caches, else 0."""
+    return PREFETCH_AHEAD if W.size * W.itemsize >= PREFETCH_MIN_BYTES else 0
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -299,7 +310,8 @@ def _dos_learn_batch(W, indptr, indices, values, y, mode, C, t0, scores, nus):
     learned). Squared norms of all rows are checked before the first update, so bad inputs
     apply nothing at all.
     """
-    return _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, PREFETCH_AHEAD)
+    ahead = prefetch_distance(W)
+    return _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, ahead)
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -333,7 +345,7 @@ def _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, ahe
 @numba.njit(**NJIT_OPTIONS)
 def _dos_score_batch(W, indptr, indices, values, scores):
     """Scores of every row of a CSR batch."""
-    _dos_score_rows(W, indptr, indices, values, scores, PREFETCH_AHEAD)
+    _dos_score_rows(W, indptr, indices, values, scores, prefetch_distance(W))
 
 
 @numba.njit(**NJIT_OPTIONS)

@@ -438,8 +438,8 @@ def test_float32_aggressive_step_meets_margin_to_float32_precision():
 
 
 def test_float32_learn_many_equals_learn_one_over_a_large_sparse_model():
-    """The batch kernels (which prefetch the rows of the next example) learn and score as the
-    per-example kernels do, over 2^16 features."""
+    """The batch kernels learn and score as the per-example kernels do, over 2^16 features
+    (``test_prefetch_is_only_a_hint``: with any prefetch distance)."""
     rng = np.random.default_rng(23)
     n = 1 << 16
     rows = [np.unique(rng.integers(0, n, rng.integers(0, 40))) for _ in range(200)]
@@ -491,6 +491,16 @@ def test_prefetch_is_only_a_hint():
     for result in results[1:]:
         for got, want in zip(result, results[0], strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+def test_parameters_are_prefetched_only_when_they_outgrow_the_caches():
+    from core.kernels.dos import PREFETCH_AHEAD, PREFETCH_MIN_BYTES, prefetch_distance
+
+    rows = PREFETCH_MIN_BYTES // (32 * 8)  # float64 rows of rank 16
+    assert prefetch_distance(np.empty((rows - 1, 32))) == 0
+    assert prefetch_distance(np.empty((rows, 32))) == PREFETCH_AHEAD > 0
+    assert prefetch_distance(np.empty((rows, 32), dtype=np.float32)) == 0
+    assert prefetch_distance(np.empty((2 * rows, 32), dtype=np.float32)) == PREFETCH_AHEAD
 
 
 def test_float32_state_round_trip_and_dtype_checks():
