@@ -32,10 +32,17 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger and message (the fields of an access
     line, passed as ``extra={"fields": {...}}``, are merged in instead of its message)."""
 
+    #: (second, its text): one strftime per second, not per line
+    _second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
+        second, text = self._second
+        if int(record.created) != second:
+            second = int(record.created)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
         entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{text}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
         }

@@ -68,11 +68,13 @@ class Journal:
         if not blocking and self.uncertain:
             return None
         records = [Feedback(*item).record() for item in items]
-        with self._errors():
+        try:  # (what ``_errors`` does, without a generator per request)
             if blocking:
                 positions = self.log.append_many(self.name, records, self.incarnation)
             else:
                 positions = self.log.try_append(self.name, records)
+        except (ModelGone, LogUnavailable) as error:
+            self._raise(error)
         if positions is not None:
             self.appended += sum(map(len, records))
         return positions
@@ -101,21 +103,25 @@ class Journal:
 
     @contextlib.contextmanager
     def _errors(self):
-        """Log errors as domain errors: a model deleted elsewhere is ``model_not_found``, a
-        failed write ``log_unavailable`` (``applied`` when it may have landed all the same;
-        then it may be learned from the log later)."""
+        """Log errors as domain errors (``_raise``)."""
         try:
             yield
-        except ModelGone as error:
+        except (ModelGone, LogUnavailable) as error:
+            self._raise(error)
+
+    def _raise(self, error: ModelGone | LogUnavailable):
+        """A log error as a domain error: a model deleted elsewhere is ``model_not_found``, a
+        failed write ``log_unavailable`` (``applied`` when it may have landed all the same;
+        then it may be learned from the log later)."""
+        if isinstance(error, ModelGone):
             raise NotFound("model_not_found", str(error)) from None
-        except LogUnavailable as error:
-            self.uncertain = self.uncertain or error.maybe_written
-            self.failures += 1
-            raise Unavailable(
-                "log_unavailable",
-                f"feedback refused, nothing was learned: {error}",
-                applied=error.maybe_written,
-            ) from None
+        self.uncertain = self.uncertain or error.maybe_written
+        self.failures += 1
+        raise Unavailable(
+            "log_unavailable",
+            f"feedback refused, nothing was learned: {error}",
+            applied=error.maybe_written,
+        ) from None
 
     def sync(self, position: Position) -> None:
         """Durable before acknowledged: every record up to ``position`` on disk (one fsync

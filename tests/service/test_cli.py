@@ -127,3 +127,24 @@ def test_learn_eval_and_import_into_a_running_service(tmp_path):
         assert all(np.array_equal(mine[k], theirs[k]) for k in mine if not k.startswith("service."))
     finally:
         service.stop()
+
+
+def test_json_lines_carry_the_time_of_each_record():
+    """The formatter's time, to the millisecond, across the seconds it caches."""
+    formatter = cli.JsonFormatter()
+    stamps = []
+    for created in (0.5, 1.25, 1.75, 86_400.001, 1.0):
+        record = cli.logging.LogRecord(
+            "lorentztron", cli.logging.INFO, __file__, 1, "m %s", ("x",), None
+        )
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        line = json.loads(formatter.format(record))
+        assert (line["level"], line["logger"], line["message"]) == ("info", "lorentztron", "m x")
+        stamps.append(line["ts"])
+    assert stamps == [
+        "1970-01-01T00:00:00.500Z",
+        "1970-01-01T00:00:01.250Z",
+        "1970-01-01T00:00:01.750Z",
+        "1970-01-02T00:00:00.001Z",
+        "1970-01-01T00:00:01.000Z",
+    ]
