@@ -21,6 +21,7 @@ import numpy as np
 
 from core import stacking
 from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
+from core.calibration import Calibrated
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
 from core.kernels.multiclass import _ovo_dos_learn_block, _ovo_linear_learn_block
@@ -381,10 +382,13 @@ class OneVsOne(_Reduction, Estimator):
 
         ``progressive=True`` also scores every example by every pair just before it is learned
         (progressive validation, as ``learn_one``): the Steps then carry ``scores``
-        (``score_one`` before each update) and ``predicted``. With DoS or linear PA bases
-        (calibrated or not) this is one product per block of rows against all pairs and a
-        Gram correction after each update (``core.kernels.multiclass``), equal to the
-        ``learn_one`` loop to rounding; other bases run the ``learn_one`` loop.
+        (``score_one`` before each update) and ``predicted``. With DoS bases (calibrated or
+        not) whose parameters stay in the caches, the pairs learn one after the other, each
+        scoring every row and learning its two classes' (``core.stacking.learn_pair_by_pair``):
+        the ``learn_one`` loop's arithmetic exactly. Other DoS and linear PA bases take one
+        product per block of rows against all pairs and a Gram correction after each update
+        (``core.kernels.multiclass``), equal to the ``learn_one`` loop to rounding; other
+        bases run the ``learn_one`` loop.
 
         Inputs, labels and squared norms are checked before any pair learns. A score that
         overflows float64 in the middle of a batch (it depends on the state, so it cannot be
@@ -414,10 +418,17 @@ class OneVsOne(_Reduction, Estimator):
         return Steps(None, losses, n_aggressive > 0, n_aggressive)
 
     def _learn_progressive(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
-        """``learn_many(progressive=True)`` of a checked batch."""
-        stack = None
-        if batch.n_rows >= stacking.STACK_MIN_ROWS:
-            stack = stacking._Stack.of(self.models_, batch, self.n_features)
+        """``learn_many(progressive=True)`` of a checked batch: pair by pair when the pairs
+        are small DoS models (``stacking.learn_pair_by_pair``), else by block products."""
+        if batch.n_rows < stacking.STACK_MIN_ROWS:
+            return self._learn_rows(batch, targets)
+        learned = stacking.learn_pair_by_pair(self.models_, self.pairs_, batch, targets)
+        if learned is not None:
+            scores, nus = learned
+            self._calibrate(targets, scores)
+            self.n_seen_ += batch.n_rows
+            return self._progressive_steps(scores, *self._pair_losses(targets, scores, nus))
+        stack = stacking._Stack.of(self.models_, batch, self.n_features)
         if stack is None:
             return self._learn_rows(batch, targets)
         n_rows, n_pairs = batch.n_rows, len(self.models_)
@@ -450,13 +461,10 @@ class OneVsOne(_Reduction, Estimator):
                     break
         done = n_rows if failed < 0 else failed
         stack.write_back()
-        for p, (model, core) in enumerate(zip(self.models_, stack.cores, strict=True)):
+        for p, core in enumerate(stack.cores):
             core.n_seen_ = int(seen[p])
             core.n_updates_ += int(updates[p])
-            if model is not core:  # Calibrated: its calibrator learns the pair's scores in order
-                i, j = self.pairs_[p]
-                rows = np.flatnonzero((targets[:done] == i) | (targets[:done] == j))
-                model.calibrator_.learn_many(scores[rows, p], targets[rows] == i)
+        self._calibrate(targets[:done], scores[:done])
         self.n_seen_ += done
         steps = self._progressive_steps(scores[:done], losses[:done], counts[:done])
         if failed >= 0:
@@ -469,6 +477,28 @@ class OneVsOne(_Reduction, Estimator):
                 steps,
             )
         return steps
+
+    def _calibrate(self, targets: np.ndarray, scores: np.ndarray) -> None:
+        """Calibrated pairs: each calibrator learns its pair's scores of the rows it learned,
+        in order (``scores``: every pair's, before each row was learned)."""
+        for p, model in enumerate(self.models_):
+            if type(model) is Calibrated:
+                i, j = self.pairs_[p]
+                rows = np.flatnonzero((targets == i) | (targets == j))
+                model.calibrator_.learn_many(scores[rows, p], targets[rows] == i)
+
+    def _pair_losses(self, targets, scores, nus) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's hinge losses summed over the pairs that learned it, in ``learn_one``'s
+        order, and how many of them updated (nu > 0)."""
+        losses = np.zeros(len(targets))
+        counts = np.zeros(len(targets), dtype=INDEX)
+        for c, learners in enumerate(self._pairs_of):
+            rows = np.flatnonzero(targets == c)
+            for p in learners:
+                y = 1.0 if self._first[p] == c else -1.0
+                losses[rows] += np.maximum(0.0, 1.0 - y * scores[rows, p])
+                counts[rows] += nus[rows, p] != 0.0
+        return losses, counts
 
     def _progressive_steps(self, pair_scores, losses, counts) -> Steps:
         votes, confidence = self._decide(pair_scores)

@@ -1,6 +1,8 @@
 """Binary models of a multi-class reduction stacked side by side, so that a block of rows is
 scored against all of them by one product (``core.multiclass`` uses it for batch scoring and
-for one-vs-one learning with progressive scores; kernels in ``core.kernels.multiclass``)."""
+for one-vs-one learning with progressive scores; kernels in ``core.kernels.multiclass``).
+One-vs-one DoS pairs small enough to stay in the caches learn with progressive scores pair
+after pair instead (``learn_pair_by_pair``): no product, no Gram correction."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from core.calibration import Calibrated
 from core.config import FLOAT, INDEX
 from core.dos import DoSClassifier
 from core.features import CSRBatch
+from core.kernels.dos import _dos_progressive_rows
 from core.kernels.multiclass import _stack_densify, _stack_dos_scores
 from core.linear import LinearPA
 
@@ -28,6 +31,8 @@ PROGRESSIVE_BLOCK_ROWS = 64
 FULL_STACK_FLOATS = 1 << 22
 #: blocks with at least this share of non-zeros are multiplied densely (BLAS), others as CSR
 DENSE_SHARE = 0.05
+#: one-vs-one DoS pairs of at most this many parameter bytes each learn pair by pair
+PAIR_BY_PAIR_BYTES = 1 << 20
 
 
 @cache
@@ -49,6 +54,55 @@ def _stackable(model: BinaryClassifier) -> DoSClassifier | LinearPA | None:
     """The DoS or linear PA model of a binary model (under a ``Calibrated``), or None."""
     inner = model.model_ if type(model) is Calibrated else model
     return inner if type(inner) in (DoSClassifier, LinearPA) else None
+
+
+def learn_pair_by_pair(
+    models: list, pairs: list[tuple[int, int]], batch: CSRBatch, targets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One-vs-one learning with progressive scores, pair after pair: pair p = (i, j) scores
+    every row in order and learns the rows of classes i (+1) and j (-1) right after their
+    score. The pairs are independent models, so this is the ``learn_one`` loop's arithmetic
+    (each pair's steps in the same order, by the same kernel), while a pair's parameters
+    stay in the caches for the whole batch (block products, ``_Stack``, cycle through every
+    pair's parameters for every block).
+
+    ``models``: DoS models (calibrated or not) of at most ``PAIR_BY_PAIR_BYTES`` each, else
+    None and nothing learned. Returns ``(scores, nus)``, each (n_rows, n_pairs): every
+    pair's score of every row before the row was learned, and its step's nu (0: passive or
+    not learned); the models' step counters are counted on, their calibrators are the
+    caller's. If a pair cannot learn a row (a score or update that overflows), every pair's
+    parameters are put back as they were and None is returned: the caller learns the batch
+    another way, which refuses that row.
+    """
+    cores = [_stackable(model) for model in models]
+    if not all(
+        type(core) is DoSClassifier and core._W.nbytes <= PAIR_BY_PAIR_BYTES for core in cores
+    ):
+        return None
+    n_rows = batch.n_rows
+    scores = np.empty((len(cores), n_rows))
+    nus = np.empty((len(cores), n_rows))
+    mask = np.zeros(cores[0]._W.shape[0], dtype=bool)
+    mask[batch.indices] = True
+    mask[-1] = True  # the bias row
+    touched = np.flatnonzero(mask)
+    saved = [core._W[touched] for core in cores]  # the rows this batch can change
+    learned = []
+    for p, (core, (i, j)) in enumerate(zip(cores, pairs, strict=True)):
+        y = np.where(targets == i, 1.0, np.where(targets == j, -1.0, 0.0))
+        failed, done = _dos_progressive_rows(
+            core._W, batch.indptr, batch.indices, batch.values, y, core._mode, core._C,
+            core.n_seen_, scores[p], nus[p],
+        )  # fmt: skip
+        if failed >= 0:
+            for each, rows in zip(cores, saved, strict=True):
+                each._W[touched] = rows
+            return None
+        learned.append(done)
+    for core, done, moved in zip(cores, learned, nus, strict=True):
+        core.n_seen_ += done
+        core.n_updates_ += int(np.count_nonzero(moved))
+    return np.ascontiguousarray(scores.T), np.ascontiguousarray(nus.T)
 
 
 class _Stack:

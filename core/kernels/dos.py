@@ -343,6 +343,37 @@ def _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, ahe
 
 
 @numba.njit(**NJIT_OPTIONS)
+def _dos_progressive_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus):
+    """Every row of a CSR batch scored in order, the rows with ``y`` = +-1 learned right
+    after their score (``_dos_step``) and those with ``y`` = 0 only scored: one pair of a
+    one-vs-one reduction, which scores every example and learns its two classes' (progressive
+    validation, ``core.stacking.learn_pair_by_pair``).
+
+    Fills ``scores`` and ``nus`` (0 for a row only scored); squared norms are the caller's
+    to check. Returns (-1 or the first learned row that could not be applied, rows learned
+    before it).
+    """
+    h = np.empty(W.shape[1])
+    learned = 0
+    for i in range(indptr.shape[0] - 1):
+        start, stop = indptr[i], indptr[i + 1]
+        if y[i] == 0.0:
+            a, b = _dos_score_into(W, indices[start:stop], values[start:stop], h)
+            scores[i] = a - b
+            nus[i] = 0.0
+            continue
+        status, score, nu = _dos_step(
+            W, indices[start:stop], values[start:stop], y[i], mode, C, t0 + learned, h
+        )
+        scores[i] = score
+        nus[i] = nu
+        if status != STEP_OK:
+            return i, learned
+        learned += 1
+    return -1, learned
+
+
+@numba.njit(**NJIT_OPTIONS)
 def _dos_score_batch(W, indptr, indices, values, scores):
     """Scores of every row of a CSR batch."""
     _dos_score_rows(W, indptr, indices, values, scores, prefetch_distance(W))

@@ -16,7 +16,8 @@ def test_small_run_measures_and_renders_every_row(capsys, monkeypatch, tmp_path)
     )
     text = capsys.readouterr().out
     for row in (
-        "library `learn_many(progressive=True)`",
+        "library `learn_many(progressive=True)` (pair by pair, the default here)",
+        "library `learn_many(progressive=True)` by block products (the path for larger pairs)",
         "library `predict_many`, stacked product",
         "library `predict_many`, per-model path (small batches)",
         "HTTP bulk svmlight feedback (durable log), one request at a time",

@@ -1,7 +1,8 @@
 """The stacked paths of the reductions (``core.stacking._Stack``): batch scoring by one
 product against all binary models, and one-vs-one learning with progressive scores by block
-products and Gram corrections. Each is compared with the per-model / ``learn_one`` path it
-replaces, at rounding tolerance."""
+products and Gram corrections, or pair by pair (``learn_pair_by_pair``). Each is compared with
+the per-model / ``learn_one`` path it replaces, at rounding tolerance (pair by pair: bit for
+bit)."""
 
 import numpy as np
 import pytest
@@ -111,6 +112,16 @@ def product(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=["pairs", "blas", "scipy"])
+def path(request, monkeypatch):
+    """One-vs-one progressive learning pair by pair (small DoS pairs), or by block products
+    multiplied densely by BLAS or as CSR by scipy (every pair)."""
+    if request.param != "pairs":
+        monkeypatch.setattr(stacking, "PAIR_BY_PAIR_BYTES", -1)
+        monkeypatch.setattr(stacking, "DENSE_SHARE", 0.0 if request.param == "blas" else 2.0)
+    return request.param
+
+
 def learn_one_loop(model, X, y):
     rows = X if isinstance(X, np.ndarray) else [X[i] for i in range(X.shape[0])]
     return [model.learn_one(x, label) for x, label in zip(rows, y, strict=True)]
@@ -118,7 +129,7 @@ def learn_one_loop(model, X, y):
 
 @pytest.mark.parametrize("base", sorted(BASES))
 @pytest.mark.parametrize("density", [1.0, 0.4], ids=["dense", "csr"])
-def test_progressive_learn_many_is_the_learn_one_loop(base, density, product):
+def test_progressive_learn_many_is_the_learn_one_loop(base, density, path):
     """Scores before each update (every pair), predictions, losses, aggressive counts, final
     parameters, counters and calibrators: as learn_one, to rounding; several blocks."""
     X, y = stream(n=3 * stacking.PROGRESSIVE_BLOCK_ROWS + 17, density=density)
@@ -136,7 +147,7 @@ def test_progressive_learn_many_is_the_learn_one_loop(base, density, product):
     assert_states_close(model, reference)
 
 
-def test_progressive_learn_many_under_time_averaging_is_the_learn_one_loop(product):
+def test_progressive_learn_many_under_time_averaging_is_the_learn_one_loop(path):
     """Averaged cuts the batch at its averaging steps and passes ``progressive`` on."""
     X, y = stream(n=260, d=8)
     reference = Averaged(
@@ -166,7 +177,7 @@ def test_progressive_is_exact_not_the_batch_start_state():
     assert start != 7 and steps.predicted[0] == start and steps.predicted[-1] == 7
 
 
-def test_progressive_degenerate_batches(product):
+def test_progressive_degenerate_batches(path):
     model = OneVsOne(base=DoSClassifier(n_features=4, rank=2, seed=1), classes=CLASSES)
     reference = model.clone()
     empty = model.learn_many(np.zeros((0, 4)), [], progressive=True)
@@ -183,9 +194,10 @@ def test_progressive_degenerate_batches(product):
     assert_states_close(model, reference)
 
 
-def test_progressive_overflow_refuses_the_row_and_keeps_the_rows_before(product):
+def test_progressive_overflow_refuses_the_row_and_keeps_the_rows_before(path):
     """A score that overflows float64 mid-batch: the rows before it are learned (all their
-    pairs), that row and the rest are not, as in the learn_one loop."""
+    pairs), that row and the rest are not, as in the learn_one loop (pair by pair: the pairs
+    that learned past the row are put back and the batch goes by blocks)."""
     base = DoSClassifier(n_features=2, rank=1, init_scale=1e3, seed=0)
     model = OneVsOne(base=base, classes=CLASSES)
     reference = model.clone()
@@ -205,6 +217,47 @@ def test_progressive_overflow_refuses_the_row_and_keeps_the_rows_before(product)
     with pytest.raises(ValueError, match="squared norm"):
         model.learn_many(np.array([[1.0, 0.0]] * 9 + [[1e200, 0.0]]), y[:10], progressive=True)
     assert state_digest(model.get_state()) == before
+
+
+@pytest.mark.parametrize("base", ["dos", "dos-pa1", "dos-pa2", "dos-zero", "dos-float32"])
+@pytest.mark.parametrize("density", [1.0, 0.4], ids=["dense", "csr"])
+def test_pair_by_pair_is_the_learn_one_loop_bit_for_bit(base, density):
+    """Each pair takes the learn_one loop's steps in its order, by the same kernel: scores,
+    losses and parameters are equal, not only close; the pairs' counters too."""
+    X, y = stream(n=150, density=density)
+    reference = OneVsOne(base=BASES[base](6), classes=CLASSES)
+    model = reference.clone()
+    expected = learn_one_loop(reference, X, y)
+    assert model.models_[0]._W.nbytes <= stacking.PAIR_BY_PAIR_BYTES
+    steps = model.learn_many(X, y, progressive=True)
+    assert np.array_equal(steps.scores, np.array([s.score for s in expected]))
+    assert np.array_equal(steps.losses, [s.loss for s in expected])
+    assert np.array_equal(steps.aggressive_counts, [s.n_aggressive for s in expected])
+    assert state_digest(model.get_state()) == state_digest(reference.get_state())
+
+
+def test_pair_by_pair_puts_every_pair_back_when_one_cannot_learn(monkeypatch):
+    """Row 29 (class 5, learned by pairs 3, 6, 8 and 9 only) overflows its score: pairs 0-2
+    have learned the whole batch by then. They are put back, and the batch is learned by
+    blocks, as the learn_one loop learns it (the rows before, then the refusal)."""
+    base = DoSClassifier(n_features=2, rank=1, init_scale=1e3, seed=0)
+    model = OneVsOne(base=base, classes=CLASSES)
+    reference = model.clone()
+    X = np.tile([[1.0, -1.0], [2.0, 0.5]], (20, 1))
+    X[29] = [1e153, 0.0]  # finite squared norm, overflowing score
+    y = np.array(CLASSES * 8)
+    assert y[29] == 5 and min(model._pairs_of[4]) == 3
+    expected = learn_one_loop(reference, X[:29], y[:29])
+    calls = []
+    original = stacking.learn_pair_by_pair
+    monkeypatch.setattr(
+        stacking, "learn_pair_by_pair", lambda *a: calls.append(original(*a)) or calls[-1]
+    )
+    with pytest.raises(PartialBatchError, match="row 29") as error:
+        model.learn_many(X, y, progressive=True)
+    assert calls == [None]  # tried pair by pair, then learned by blocks
+    assert np.array_equal(error.value.learned.predicted, [s.predicted for s in expected])
+    assert_states_close(model, reference)
 
 
 def test_one_vs_rest_learn_many_carries_progressive_predictions():
