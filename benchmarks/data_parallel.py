@@ -21,6 +21,7 @@ import json
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from core.parallel import DataParallel, deal, merge
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
+COMMAND = "python -m benchmarks.data_parallel"
 BEGIN, END = "<!-- data-parallel:begin -->", "<!-- data-parallel:end -->"
 HEADER = "# Data-parallel learning of one model\n"
 
@@ -160,7 +162,7 @@ def render(result: dict) -> str:
     lines = [
         "## Throughput and test error against the number of workers",
         "",
-        f"Written by `python -m benchmarks.data_parallel` on {env['date']} (commit "
+        f"Written by `{result.get('command', COMMAND)}` on {env['date']} (commit "
         f"{env['commit']}, {env['cpus']} CPUs: {env['cpu']}, load average before the run "
         f"{env['load_before']}). `OneVsOne` over `DoSClassifier(n_features=784, "
         f"rank={settings['rank']})`, {settings['examples']:,} examples of the MNIST "
@@ -204,6 +206,7 @@ def main(argv=None) -> int:
         args.workers, args.repeats = [1, 2], 1
         check_reference(args)
     result = measure(args)
+    result["command"] = " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)])
     if not args.quick:
         (DOCS / "data_parallel.json").write_text(json.dumps(result, indent=1) + "\n")
         replace_section(DOCS / "data_parallel.md", BEGIN, END, render(result), HEADER)
