@@ -331,15 +331,22 @@ def _dos_learn_rows(W, indptr, indices, values, y, mode, C, t0, scores, nus, ahe
     for i in range(n_rows):
         if ahead > 0 and i + ahead < n_rows:
             _dos_prefetch_rows(W, indices[indptr[i + ahead] : indptr[i + ahead + 1]])
-        start, stop = indptr[i], indptr[i + 1]
-        status, score, nu = _dos_step(
-            W, indices[start:stop], values[start:stop], y[i], mode, C, t0 + i, h
-        )
-        scores[i] = score
-        nus[i] = nu
-        if status != STEP_OK:
+        if (
+            _dos_row_step(W, indptr, indices, values, i, y[i], mode, C, t0 + i, h, scores, nus)
+            != STEP_OK
+        ):
             return i, i
     return -1, n_rows
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _dos_row_step(W, indptr, indices, values, i, y, mode, C, t, h, scores, nus):
+    """``_dos_step`` of row i of a CSR batch, its score and nu stored at i: its status."""
+    start, stop = indptr[i], indptr[i + 1]
+    status, score, nu = _dos_step(W, indices[start:stop], values[start:stop], y, mode, C, t, h)
+    scores[i] = score
+    nus[i] = nu
+    return status
 
 
 @numba.njit(**NJIT_OPTIONS)
@@ -362,12 +369,12 @@ def _dos_progressive_rows(W, indptr, indices, values, y, mode, C, t0, scores, nu
             scores[i] = a - b
             nus[i] = 0.0
             continue
-        status, score, nu = _dos_step(
-            W, indices[start:stop], values[start:stop], y[i], mode, C, t0 + learned, h
-        )
-        scores[i] = score
-        nus[i] = nu
-        if status != STEP_OK:
+        if (
+            _dos_row_step(
+                W, indptr, indices, values, i, y[i], mode, C, t0 + learned, h, scores, nus
+            )
+            != STEP_OK
+        ):
             return i, learned
         learned += 1
     return -1, learned

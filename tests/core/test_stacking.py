@@ -194,16 +194,22 @@ def test_progressive_degenerate_batches(path):
     assert_states_close(model, reference)
 
 
+def overflowing_at(row: int):
+    """A one-vs-one model, its clone, and 40 rows of which ``row`` has a finite squared norm
+    but a score that overflows float64."""
+    model = OneVsOne(
+        base=DoSClassifier(n_features=2, rank=1, init_scale=1e3, seed=0), classes=CLASSES
+    )
+    X = np.tile([[1.0, -1.0], [2.0, 0.5]], (20, 1))
+    X[row] = [1e153, 0.0]
+    return model, model.clone(), X, np.array(CLASSES * 8)
+
+
 def test_progressive_overflow_refuses_the_row_and_keeps_the_rows_before(path):
     """A score that overflows float64 mid-batch: the rows before it are learned (all their
     pairs), that row and the rest are not, as in the learn_one loop (pair by pair: the pairs
     that learned past the row are put back and the batch goes by blocks)."""
-    base = DoSClassifier(n_features=2, rank=1, init_scale=1e3, seed=0)
-    model = OneVsOne(base=base, classes=CLASSES)
-    reference = model.clone()
-    X = np.tile([[1.0, -1.0], [2.0, 0.5]], (20, 1))
-    X[25] = [1e153, 0.0]  # finite squared norm, overflowing score
-    y = np.array(CLASSES * 8)
+    model, reference, X, y = overflowing_at(25)
     expected = learn_one_loop(reference, X[:25], y[:25])
     with pytest.raises(ValueError, match="overflows"):
         reference.learn_one(X[25], y[25])
@@ -240,12 +246,7 @@ def test_pair_by_pair_puts_every_pair_back_when_one_cannot_learn(monkeypatch):
     """Row 29 (class 5, learned by pairs 3, 6, 8 and 9 only) overflows its score: pairs 0-2
     have learned the whole batch by then. They are put back, and the batch is learned by
     blocks, as the learn_one loop learns it (the rows before, then the refusal)."""
-    base = DoSClassifier(n_features=2, rank=1, init_scale=1e3, seed=0)
-    model = OneVsOne(base=base, classes=CLASSES)
-    reference = model.clone()
-    X = np.tile([[1.0, -1.0], [2.0, 0.5]], (20, 1))
-    X[29] = [1e153, 0.0]  # finite squared norm, overflowing score
-    y = np.array(CLASSES * 8)
+    model, reference, X, y = overflowing_at(29)
     assert y[29] == 5 and min(model._pairs_of[4]) == 3
     expected = learn_one_loop(reference, X[:29], y[:29])
     calls = []
