@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -109,7 +109,7 @@ class Journal:
         except (ModelGone, LogUnavailable) as error:
             self._raise(error)
 
-    def _raise(self, error: ModelGone | LogUnavailable):
+    def _raise(self, error: ModelGone | LogUnavailable) -> NoReturn:
         """A log error as a domain error: a model deleted elsewhere is ``model_not_found``, a
         failed write ``log_unavailable`` (``applied`` when it may have landed all the same;
         then it may be learned from the log later)."""
