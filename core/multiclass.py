@@ -24,7 +24,6 @@ from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Step
 from core.calibration import Calibrated
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
-from core.kernels.multiclass import _ovo_dos_learn_block, _ovo_linear_learn_block
 from core.labels import LabelMap
 
 __all__ = ["OneVsOne", "OneVsRest", "OrdinalMcRank"]
@@ -419,60 +418,31 @@ class OneVsOne(_Reduction, Estimator):
 
     def _learn_progressive(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
         """``learn_many(progressive=True)`` of a checked batch: pair by pair when the pairs
-        are small DoS models (``stacking.learn_pair_by_pair``), else by block products."""
+        are small DoS models (``stacking.learn_pair_by_pair``), else by block products
+        (``stacking.learn_by_blocks``), else by the ``learn_one`` loop."""
         if batch.n_rows < stacking.STACK_MIN_ROWS:
             return self._learn_rows(batch, targets)
         learned = stacking.learn_pair_by_pair(self.models_, self.pairs_, batch, targets)
         if learned is not None:
             scores, nus = learned
-            self._calibrate(targets, scores)
-            self.n_seen_ += batch.n_rows
-            return self._progressive_steps(scores, *self._pair_losses(targets, scores, nus))
-        stack = stacking._Stack.of(self.models_, batch, self.n_features)
-        if stack is None:
-            return self._learn_rows(batch, targets)
-        n_rows, n_pairs = batch.n_rows, len(self.models_)
-        scores = np.zeros((n_rows, n_pairs))
-        losses = np.zeros(n_rows)
-        counts = np.zeros(n_rows, dtype=INDEX)
-        seen = np.array([core.n_seen_ for core in stack.cores], dtype=INDEX)
-        updates = np.zeros(n_pairs, dtype=INDEX)
-        pairs_of = np.array(self._pairs_of, dtype=INDEX)
-        h = np.empty(max(stack.width, 1))
-        base = stack.cores[0]
-        failed = -1
-        with stacking._blas_threads().limit(limits=1, user_api="blas"):
-            for start in range(0, n_rows, stacking.PROGRESSIVE_BLOCK_ROWS):
-                stop = min(start + stacking.PROGRESSIVE_BLOCK_ROWS, n_rows)
-                P, G = stack.block(start, stop, gram=True)
-                if stack.dos:
-                    failed = _ovo_dos_learn_block(
-                        stack.W, stack.rank, batch.indptr, stack.indices, batch.values, start,
-                        stop, targets, pairs_of, self._first, base._mode, base._C, seen, P, G, h,
-                        scores, losses, counts, updates,
-                    )  # fmt: skip
-                else:
-                    failed = _ovo_linear_learn_block(
-                        stack.W, base._bias, batch.indptr, stack.indices, batch.values, start,
-                        stop, targets, pairs_of, self._first, base._mode, base._C, seen, P, G,
-                        scores, losses, counts, updates,
-                    )  # fmt: skip
-                if failed >= 0:
-                    break
-        done = n_rows if failed < 0 else failed
-        stack.write_back()
-        for p, core in enumerate(stack.cores):
-            core.n_seen_ = int(seen[p])
-            core.n_updates_ += int(updates[p])
+            losses, counts = self._pair_losses(targets, scores, nus)
+            done = batch.n_rows
+        else:
+            learned = stacking.learn_by_blocks(
+                self.models_, batch, self.n_features, targets, self._pairs_of, self._first
+            )
+            if learned is None:
+                return self._learn_rows(batch, targets)
+            scores, losses, counts, done = learned
         self._calibrate(targets[:done], scores[:done])
         self.n_seen_ += done
         steps = self._progressive_steps(scores[:done], losses[:done], counts[:done])
-        if failed >= 0:
+        if done < batch.n_rows:
             pair = next(
-                p for p in self._pairs_of[targets[failed]] if not np.isfinite(scores[failed, p])
+                p for p in self._pairs_of[targets[done]] if not np.isfinite(scores[done, p])
             )
             raise PartialBatchError(
-                f"row {failed}: the example's score overflows float64 in binary model {pair} "
+                f"row {done}: the example's score overflows float64 in binary model {pair} "
                 f"({self._describe(pair)}); {done} earlier rows were learned",
                 steps,
             )

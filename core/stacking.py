@@ -1,8 +1,9 @@
 """Binary models of a multi-class reduction stacked side by side, so that a block of rows is
 scored against all of them by one product (``core.multiclass`` uses it for batch scoring and
 for one-vs-one learning with progressive scores; kernels in ``core.kernels.multiclass``).
-One-vs-one DoS pairs small enough to stay in the caches learn with progressive scores pair
-after pair instead (``learn_pair_by_pair``): no product, no Gram correction."""
+One-vs-one learning with progressive scores goes by blocks of rows (``learn_by_blocks``), or,
+for DoS pairs small enough to stay in the caches, pair after pair (``learn_pair_by_pair``): no
+product, no Gram correction."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from core.config import FLOAT, INDEX
 from core.dos import DoSClassifier
 from core.features import CSRBatch
 from core.kernels.dos import _dos_progressive_rows
-from core.kernels.multiclass import _stack_densify, _stack_dos_scores
+from core.kernels.multiclass import (
+    _ovo_dos_learn_block,
+    _ovo_linear_learn_block,
+    _stack_densify,
+    _stack_dos_scores,
+)
 from core.linear import LinearPA
 
 #: batches of fewer rows are scored model by model (stacking costs about one row's scoring)
@@ -103,6 +109,65 @@ def learn_pair_by_pair(
         core.n_seen_ += done
         core.n_updates_ += int(np.count_nonzero(moved))
     return np.ascontiguousarray(scores.T), np.ascontiguousarray(nus.T)
+
+
+def learn_by_blocks(
+    models: list,
+    batch: CSRBatch,
+    n_features: int,
+    targets: np.ndarray,
+    pairs_of: list[list[int]],
+    first: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """One-vs-one learning with progressive scores by blocks of ``PROGRESSIVE_BLOCK_ROWS``
+    rows: one product of a block against all pairs at its start, then each row scored from
+    it and learned by its class's pairs (``pairs_of[c]``, +1 for class ``first[p]``), the
+    block's later rows corrected by the Gram matrix after each update
+    (``core.kernels.multiclass``). Equal to the ``learn_one`` loop to rounding.
+
+    ``models``: DoS or linear PA models (calibrated or not), else None and nothing learned.
+    Returns ``(scores, losses, counts, done)``: every pair's score of every row before it
+    was learned (n_rows, n_pairs), each row's summed hinge loss and updating pairs, and the
+    rows learned: all of them, or those before the first row whose learning pairs' scores
+    are not finite (nothing of it learned). The models' parameters and step counters are
+    updated; their calibrators are the caller's.
+    """
+    stack = _Stack.of(models, batch, n_features)
+    if stack is None:
+        return None
+    n_rows, n_pairs = batch.n_rows, len(models)
+    scores = np.zeros((n_rows, n_pairs))
+    losses = np.zeros(n_rows)
+    counts = np.zeros(n_rows, dtype=INDEX)
+    seen = np.array([core.n_seen_ for core in stack.cores], dtype=INDEX)
+    updates = np.zeros(n_pairs, dtype=INDEX)
+    pairs_of = np.array(pairs_of, dtype=INDEX)
+    h = np.empty(max(stack.width, 1))
+    base = stack.cores[0]
+    failed = -1
+    with _blas_threads().limit(limits=1, user_api="blas"):
+        for start in range(0, n_rows, PROGRESSIVE_BLOCK_ROWS):
+            stop = min(start + PROGRESSIVE_BLOCK_ROWS, n_rows)
+            P, G = stack.block(start, stop, gram=True)
+            if stack.dos:
+                failed = _ovo_dos_learn_block(
+                    stack.W, stack.rank, batch.indptr, stack.indices, batch.values, start,
+                    stop, targets, pairs_of, first, base._mode, base._C, seen, P, G, h,
+                    scores, losses, counts, updates,
+                )  # fmt: skip
+            else:
+                failed = _ovo_linear_learn_block(
+                    stack.W, base._bias, batch.indptr, stack.indices, batch.values, start,
+                    stop, targets, pairs_of, first, base._mode, base._C, seen, P, G,
+                    scores, losses, counts, updates,
+                )  # fmt: skip
+            if failed >= 0:
+                break
+    stack.write_back()
+    for p, core in enumerate(stack.cores):
+        core.n_seen_ = int(seen[p])
+        core.n_updates_ += int(updates[p])
+    return scores, losses, counts, n_rows if failed < 0 else failed
 
 
 class _Stack:
