@@ -29,6 +29,7 @@ wall time (the server is another process). The load average is recorded beside e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -142,6 +143,20 @@ class Server:
         self.client.delete(f"/v1/models/{name}").raise_for_status()
 
 
+@contextlib.contextmanager
+def stacking_setting(name: str, value):
+    """``core.stacking.<name>`` set to ``value`` (None: left as it is) within the block: the
+    paths the benchmark compares (``STACK_MIN_ROWS`` = ``sys.maxsize``: the per-model path;
+    ``PAIR_BY_PAIR_BYTES`` = -1: progressive learning by block products)."""
+    before = getattr(stacking, name)
+    if value is not None:
+        setattr(stacking, name, value)
+    try:
+        yield
+    finally:
+        setattr(stacking, name, before)
+
+
 def block_flops(X: np.ndarray, block: int, width: int) -> float:
     """Flops per row of the stacked product over blocks of ``block`` rows of ``X``: each
     block multiplies the pixels that any of its rows uses by ``width`` columns (P = Z W)."""
@@ -203,17 +218,13 @@ def measure(X, y, body: int, repeats: int, before: str | None = None) -> dict:
 
         def run():
             fresh = model()
-            before = stacking.PAIR_BY_PAIR_BYTES
-            stacking.PAIR_BY_PAIR_BYTES = -1 if blocks else before
-            try:
+            with stacking_setting("PAIR_BY_PAIR_BYTES", -1 if blocks else None):
                 samples[key].add(
                     timed(
                         lambda: [fresh.learn_many(a, b, progressive=progressive) for a, b in chunks]
                     ),
                     n,
                 )
-            finally:
-                stacking.PAIR_BY_PAIR_BYTES = before
             trained[:] = [fresh]
             loads.append(load())
 
@@ -224,14 +235,10 @@ def measure(X, y, body: int, repeats: int, before: str | None = None) -> dict:
     def predict(key: str, stacked: bool):
         def run():
             scorer = trained[0].scorer("averaged")
-            before = stacking.STACK_MIN_ROWS
-            stacking.STACK_MIN_ROWS = 8 if stacked else sys.maxsize
-            try:
+            with stacking_setting("STACK_MIN_ROWS", None if stacked else sys.maxsize):
                 samples[key].add(
                     timed(lambda: scorer.predict_many(predict_rows)), len(predict_rows)
                 )
-            finally:
-                stacking.STACK_MIN_ROWS = before
 
         return run
 
@@ -285,9 +292,8 @@ def measure(X, y, body: int, repeats: int, before: str | None = None) -> dict:
             )
     scorer = trained[0].scorer("averaged")
     width = 2 * RANK * len(scorer.models_)
-    stacking.STACK_MIN_ROWS = sys.maxsize
-    old = scorer.predict_many(predict_rows)
-    stacking.STACK_MIN_ROWS = 8
+    with stacking_setting("STACK_MIN_ROWS", sys.maxsize):
+        old = scorer.predict_many(predict_rows)
     new = scorer.predict_many(predict_rows)
     return {
         **samples,
