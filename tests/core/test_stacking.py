@@ -105,10 +105,15 @@ def test_stacked_predictions_equal_the_per_model_ones_on_a_large_sparse_space():
     assert_close(model._model_scores_batch(multiclass.as_batch(X, d)), per_model_scores(model, X))
 
 
+def multiply_by(monkeypatch, product: str) -> None:
+    """Blocks multiplied densely by BLAS (``"blas"``), or as CSR by scipy (``"scipy"``)."""
+    monkeypatch.setattr(stacking, "DENSE_SHARE", 0.0 if product == "blas" else 2.0)
+
+
 @pytest.fixture(params=["blas", "scipy"])
 def product(request, monkeypatch):
     """Blocks multiplied densely by BLAS, or as CSR by scipy."""
-    monkeypatch.setattr(stacking, "DENSE_SHARE", 0.0 if request.param == "blas" else 2.0)
+    multiply_by(monkeypatch, request.param)
     return request.param
 
 
@@ -118,7 +123,7 @@ def path(request, monkeypatch):
     multiplied densely by BLAS or as CSR by scipy (every pair)."""
     if request.param != "pairs":
         monkeypatch.setattr(stacking, "PAIR_BY_PAIR_BYTES", -1)
-        monkeypatch.setattr(stacking, "DENSE_SHARE", 0.0 if request.param == "blas" else 2.0)
+        multiply_by(monkeypatch, request.param)
     return request.param
 
 
