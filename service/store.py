@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import struct
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -203,6 +204,9 @@ class LocalStore:
 
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory)
+        #: moves LATEST and prunes, one save at a time (the worker's and a route's snapshot
+        #: of one model may be written at once, and finish in either order)
+        self._commit = threading.Lock()
 
     def _dir(self, model: str) -> Path:
         return self.directory / model
@@ -222,9 +226,12 @@ class LocalStore:
         folder = self._dir(model)
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / f"{version:012d}.snap", blob)
-        _atomic_write(folder / "LATEST", str(version).encode())
-        for meta in self.versions(model)[:-retention]:
-            (folder / f"{meta.version:012d}.snap").unlink(missing_ok=True)
+        with self._commit:  # LATEST never goes back to an older version (as in Redis)
+            numbers = sorted(int(path.stem) for path in folder.glob("*.snap"))
+            if version == numbers[-1]:
+                _atomic_write(folder / "LATEST", str(version).encode())
+            for old in numbers[:-retention]:
+                (folder / f"{old:012d}.snap").unlink(missing_ok=True)
 
     def load(self, model: str, version: int | None = None) -> bytes:
         folder = self._dir(model)
@@ -241,13 +248,15 @@ class LocalStore:
     def versions(self, model: str) -> list[SnapshotMeta]:
         metas = []
         for path in sorted(self._dir(model).glob("*.snap")):
-            with open(path, "rb") as handle:
-                start = handle.read(len(MAGIC) + 8)
-                (head_length,) = struct.unpack_from("<Q", start, len(MAGIC))
-                header = json.loads(handle.read(head_length))
-            metas.append(
-                SnapshotMeta(model, int(path.stem), header["created_at"], path.stat().st_size)
-            )
+            try:
+                with open(path, "rb") as handle:
+                    start = handle.read(len(MAGIC) + 8)
+                    (head_length,) = struct.unpack_from("<Q", start, len(MAGIC))
+                    header = json.loads(handle.read(head_length))
+                    size = os.fstat(handle.fileno()).st_size
+            except FileNotFoundError:  # pruned by a save meanwhile
+                continue
+            metas.append(SnapshotMeta(model, int(path.stem), header["created_at"], size))
         return metas
 
     def models(self) -> list[str]:
@@ -304,7 +313,7 @@ def _atomic_write(path: Path, data: bytes | memoryview) -> None:
     other file, such as the feedback log's before each acknowledgement, waits for the dirty
     data before it, and a whole large snapshot pending there stalled feedback for hundreds
     of milliseconds."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     view = memoryview(data).cast("B")
     with open(temporary, "wb", buffering=0) as handle:
         for start in range(0, len(view), SYNC_CHUNK):
@@ -326,7 +335,8 @@ def _atomic_write(path: Path, data: bytes | memoryview) -> None:
 #: of the index it may prune; ARGV: incarnation ('' unchecked), create (1/0), version,
 #: retention, lease value ('' unfenced). Checks the lease (``service.leases``) and the
 #: incarnation (``service.keys``), then renames the upload into place, indexes it, moves
-#: the pointer to the newest entry and prunes all but the newest ``retention``.
+#: the pointer to the newest entry and prunes all but the newest ``retention`` (the entry
+#: written too, when a write finishes after ``retention`` newer ones).
 _SAVE = """
 if ARGV[5] ~= '' and redis.call('GET', KEYS[7]) ~= ARGV[5] then return 'FENCED' end
 local adopt = ARGV[2] == '1'
@@ -355,6 +365,10 @@ for i = 9, #KEYS do
     redis.call('DEL', KEYS[i])
     redis.call('ZREM', KEYS[3], v)
   end
+end
+if old[ARGV[3]] then
+  redis.call('DEL', KEYS[6])
+  redis.call('ZREM', KEYS[3], ARGV[3])
 end
 if ARGV[5] ~= '' then
   redis.call('XADD', KEYS[8], 'MAXLEN', '~', '1000', '*', 'lease', ARGV[5], 'version', ARGV[3])

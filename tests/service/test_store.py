@@ -1,3 +1,5 @@
+import threading
+
 import numpy as np
 import pytest
 import redis
@@ -52,6 +54,12 @@ def exercise_store(store):
     assert store.load("m", 2) == blobs[2]
     with pytest.raises(SnapshotError):
         store.load("m", 1)
+    # a write that finishes after a newer one (two snapshots of one model at once) is
+    # kept as a version, and the latest stays the newest
+    store.save("m", 4, blobs[3], retention=3)
+    store.save("m", 1, blobs[1], retention=3)
+    assert store.load("m") == blobs[3]
+    assert [meta.version for meta in store.versions("m")] == [2, 3, 4]
     store.delete("m")
     assert store.models() == [] and store.versions("m") == []
     store.ping()
@@ -65,6 +73,34 @@ def test_local_store(tmp_path):
     (tmp_path / "snaps" / "m" / ".000000000002.snap.999.tmp").write_bytes(b"half")
     assert [meta.version for meta in store.versions("m")] == [1]
     assert decode(store.load("m"))[0]["version"] == 1
+
+
+def test_local_store_concurrent_saves(tmp_path):
+    """Threads saving snapshots of one model at once (the worker's and the snapshot route's)
+    all succeed; the latest is the newest version and old ones are pruned."""
+    store = LocalStore(tmp_path)
+    blob = bytes(encode("m", 0, {}, trained_state()))
+    start = threading.Barrier(8)
+    errors = []
+
+    def writer(first: int):
+        start.wait()
+        try:
+            for version in range(first, 200, 8):
+                store.save("m", version, blob, retention=3)
+                store.versions("m")
+        except Exception as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert (tmp_path / "m" / "LATEST").read_text() == "199"
+    names = {path.name for path in (tmp_path / "m").iterdir()}  # no temporary files left
+    assert names == {"LATEST"} | {f"{v:012d}.snap" for v in (197, 198, 199)}
 
 
 def test_redis_store(redis_server):
