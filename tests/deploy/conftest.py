@@ -32,7 +32,7 @@ from service.main import create_app, warm_up
 from service.metrics import Metrics
 from tests.service import traffic
 from tests.service.conftest import RedisServer, free_port
-from tests.service.server import ServiceProcess
+from tests.service.server import ServiceProcess, start_all, stop_all
 from tests.service.test_end_to_end import ServerThread
 from tests.system import require_program
 
@@ -209,7 +209,7 @@ def live_stack(tmp_path_factory, promtool):
     api = ServiceProcess({**roles, "LORENTZTRON_ROLE": "api"}, tmp / "api.log")
     prometheus = None
     try:
-        _in_threads(learner.start, api.start)
+        start_all((learner, api))
         with ServerThread(healthy) as a, ServerThread(troubled) as b:
             instances = {
                 "healthy": _address(a.url),
@@ -265,8 +265,7 @@ def live_stack(tmp_path_factory, promtool):
     finally:
         if prometheus is not None:
             prometheus.stop()
-        for process in (api, learner):
-            process.stop()
+        stop_all((api, learner))
         redis_server.stop()
 
 

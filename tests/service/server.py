@@ -25,6 +25,10 @@ class ServiceProcess:
         self.url = ""
 
     def start(self, timeout: float = 90.0, port: int | None = None) -> ServiceProcess:
+        return self.launch(port).wait_ready(timeout)
+
+    def launch(self, port: int | None = None) -> ServiceProcess:
+        """Start the process without waiting for it (``wait_ready``)."""
         port = port or free_port()
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
@@ -35,6 +39,9 @@ class ServiceProcess:
             stderr=output,
         )
         self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def wait_ready(self, timeout: float = 90.0) -> ServiceProcess:
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -65,12 +72,34 @@ class ServiceProcess:
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()
+            self.reap()
+
+    def reap(self) -> None:
+        """Wait for a process told to stop (SIGKILL after 20 s)."""
+        if self.process is not None:
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
             self.process = None
+
+
+def start_all(processes) -> None:
+    """Start several services at once (their start-ups overlap) and wait until all are ready."""
+    for process in processes:
+        process.launch()
+    for process in processes:
+        process.wait_ready()
+
+
+def stop_all(processes) -> None:
+    """Stop several services at once: SIGTERM to each, then wait for each."""
+    for process in processes:
+        if process.process is not None:
+            process.process.terminate()
+    for process in processes:
+        process.reap()
 
 
 def roles(redis_url: str, directory: Path, replicas: int = 2):

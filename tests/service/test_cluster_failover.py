@@ -16,7 +16,7 @@ from service.keys import RedisKeys
 from tests.service.cluster import RedisClusterNodes
 from tests.service.conftest import wait_for
 from tests.service.fleet import Feedback, check_models, published, spec
-from tests.service.server import ServiceProcess
+from tests.service.server import ServiceProcess, start_all, stop_all
 
 PREFIX = "failover"
 N_MODELS = 6
@@ -43,8 +43,7 @@ def test_a_master_killed_under_load(tmp_path):
     feedback = None
     client = None
     try:
-        learner.start()
-        api.start()
+        start_all((learner, api))
         for i in range(N_MODELS):
             response = httpx.post(f"{api.url}/v1/models", json=spec(i), timeout=30)
             assert response.status_code == 201, response.text
@@ -63,8 +62,7 @@ def test_a_master_killed_under_load(tmp_path):
     finally:
         if feedback is not None:
             feedback.stop()
-        api.stop()
-        learner.stop()
+        stop_all((api, learner))
         if client is not None:
             client.close()
         nodes.stop()

@@ -23,7 +23,7 @@ from service.feedback_log import RecordKey, RedisLog, decode_keyed, encode_recor
 from service.idempotency import Answers, Key, key_of
 from service.main import create_app
 from tests.service.conftest import RedisServer, TestClient, create, wait_for
-from tests.service.server import ServiceProcess, roles
+from tests.service.server import ServiceProcess, roles, start_all
 
 
 def key(name="k1", body=b"{}", endpoint="feedback") -> Key:
@@ -357,8 +357,7 @@ def test_api_replicas_answer_a_retry_from_redis(tmp_path):
         return httpx.post(f"{url}/v1/models/m/feedback", json=body, headers=headers, timeout=10)
 
     try:
-        for process in (learner, *replicas):
-            process.start()
+        start_all((learner, *replicas))
         spec = {**SPEC, "params": {"rank": 2, "seed": 1}}
         assert httpx.post(f"{replicas[0].url}/v1/models", json=spec).status_code == 201
         wait_for(lambda: all(version(p.url) == 0 for p in (learner, *replicas)), timeout=30)

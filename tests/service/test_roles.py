@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.service.conftest import RedisServer, wait_for
-from tests.service.server import roles
+from tests.service.server import roles, start_all, stop_all
 
 SPEC = {
     "name": "m",
@@ -35,9 +35,7 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
     redis_server.start()
     learner, replicas = roles(redis_server.url, tmp_path)
     try:
-        learner.start()
-        for replica in replicas:
-            replica.start()
+        start_all((learner, *replicas))
         assert httpx.post(f"{replicas[0].url}/v1/models", json=SPEC).status_code == 201
         wait_for(lambda: version(learner.url) == 0 and version(replicas[1].url) == 0, timeout=30)
 
@@ -86,8 +84,7 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
             lambda: version(learner.url) is None and version(replicas[0].url) is None, timeout=30
         )
     finally:
-        for process in (*replicas, learner):
-            process.stop()
+        stop_all((*replicas, learner))
         redis_server.stop()
 
 

@@ -24,7 +24,7 @@ from service.keys import RedisKeys
 from tests.service.cluster import RedisClusterNodes
 from tests.service.conftest import RedisServer, wait_for
 from tests.service.fleet import Feedback, check_models, published, spec
-from tests.service.server import ServiceProcess
+from tests.service.server import ServiceProcess, start_all, stop_all
 
 PREFIX = "shard"
 TTL = 3.0
@@ -85,8 +85,7 @@ def run_scenario(tmp_path, url: str, cluster: bool) -> None:
     ]
     feedback = None
     try:
-        for process in (*learners, *replicas):
-            process.start()
+        start_all((*learners, *replicas))
         urls = [r.url for r in replicas]
         for i in range(N_MODELS):
             response = httpx.post(f"{urls[i % 2]}/v1/models", json=spec(i), timeout=30)
@@ -148,8 +147,7 @@ def run_scenario(tmp_path, url: str, cluster: bool) -> None:
             feedback.stop()
         if learners[1].process is not None:
             learners[1].resume()
-        for process in (*replicas, *learners):
-            process.stop()
+        stop_all((*replicas, *learners))
         client.close()
 
 
