@@ -31,10 +31,15 @@ system-deps:
 		echo "installing chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time:
+# most of its time is spent waiting on the servers, Redis and Prometheus it starts.
+# TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The container deployment for real (tests/deploy/containers, docs/deployment.md): installs
 # Debian's docker.io and debootstrap when missing, starts dockerd when none runs (and stops
