@@ -16,7 +16,8 @@ descriptor before building anything.
 
 **Local store** (the embedded default): ``<dir>/<model>/<version:012d>.snap`` written to a
 temporary file, fsynced and renamed, then the pointer ``<dir>/<model>/LATEST`` replaced the
-same way: a crash leaves either the old or the new snapshot, never half of one.
+same way: a crash leaves either the old or the new snapshot, never half of one. ``LATEST``
+names the newest version written, whatever order concurrent saves finish in.
 
 **Redis store**: the key layout is ``service.keys``. A snapshot's blob is uploaded under a
 key of its own, then one script renames it into place, adds it to ``versions``, moves the
