@@ -1,10 +1,12 @@
 """The snapshot writer of a learner publishing by deltas (``service.snapshots``): the
 worker's periodic full snapshot of a chained model never waits for, nor holds back, the
 publications; the next publication writes it in the background, digest included; a
-hand-over's snapshot is still written before it returns."""
+hand-over's snapshot is still written before it returns. And a snapshot written after a
+newer one (the worker's and the route's at once) loses nothing across a crash."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 
 import numpy as np
@@ -13,11 +15,12 @@ from core.features import batch_from_rows
 from service import deltas
 from service.kinds import Limits, build, plan
 from service.live import LiveModel
+from service.main import create_app
 from service.metrics import Metrics
 from service.schemas import CreateModel
 from service.snapshots import SnapshotWriter
 from service.store import RedisStore, decode, read_header
-from tests.service.conftest import wait_for
+from tests.service.conftest import TestClient, create, wait_for
 
 N_FEATURES = 64
 
@@ -91,3 +94,42 @@ def test_a_waited_for_snapshot_is_written_before_it_returns(redis_server):
     meta = writer.snapshot(live)  # a hand-over's, a shutdown's
     assert meta is not None and meta.version == live.version == store.latest("m")
     assert "digest" in read_header(store.load("m"))
+
+
+def test_a_snapshot_written_after_a_newer_one_loses_nothing(settings):
+    """Two snapshots of one model written at once (the worker's and the snapshot route's)
+    may finish in either order. The newer one trims the log up to its position; the older,
+    finishing last, must not become the one a restart loads: that snapshot plus the log
+    left would lack the records in between (acknowledged feedback lost)."""
+
+    def feed(client, x):
+        body = {"examples": [{"x": x, "label": 1}, {"x": [-v for v in x], "label": -1}]}
+        assert client.post("/v1/models/m/feedback", json=body).status_code == 200
+
+    def capture(live, writer):
+        with live.snapshot_lock:
+            state = live.snapshot_state()
+            return state, writer.encode(live, state)
+
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        models = client.app.state.components.models
+        live, writer = models.get("m"), models.writer
+        feed(client, [1.0, 0.5, -0.25])
+        older = capture(live, writer)
+        feed(client, [0.3, -1.0, 2.0])
+        newer = capture(live, writer)
+        writer.write(live, *newer)  # finishes first: the log is trimmed up to it
+        writer.write(live, *older)  # finishes last
+        feed(client, [-0.7, 0.2, 1.5])
+        expected = client.get("/v1/models/m").json()
+        scores = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 2, 3]}]})
+        # a crash now: what is on disk is all a restart has
+        crashed = settings.snapshot_dir.parent / "crashed"
+        shutil.copytree(settings.snapshot_dir, crashed)
+    with TestClient(create_app(settings.model_copy(update={"snapshot_dir": crashed}))) as client:
+        restored = client.get("/v1/models/m").json()
+        assert restored["version"] == expected["version"]
+        assert restored["examples_learned"] == expected["examples_learned"] == 6
+        again = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 2, 3]}]})
+        assert again.json()["predictions"][0]["score"] == scores.json()["predictions"][0]["score"]
