@@ -6,7 +6,6 @@ elsewhere (the Redis log refuses an append to another incarnation) is ``model_no
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from typing import NamedTuple, NoReturn
@@ -68,7 +67,7 @@ class Journal:
         if not blocking and self.uncertain:
             return None
         records = [Feedback(*item).record() for item in items]
-        try:  # (what ``_errors`` does, without a generator per request)
+        try:
             if blocking:
                 positions = self.log.append_many(self.name, records, self.incarnation)
             else:
@@ -89,25 +88,21 @@ class Journal:
         logs; ``service.idempotency``): (position, None) or (None, the stored answer)."""
         key = item.key
         stored = json.dumps({"fingerprint": key.fingerprint, "at": time.time(), "body": answer})
-        with self._errors():
+        try:
             position, found = self.log.append_once(
                 self.name, item.record(), self.incarnation, key.key, stored.encode(), ttl
             )
+        except (ModelGone, LogUnavailable) as error:
+            self._raise(error)
         return position, None if found is None else _answer(found)
 
     def answered(self, key: Key) -> Answer | None:
         """The answer a process that only logs kept for ``key`` (None: none)."""
-        with self._errors():
-            found = self.log.answered(self.name, self.incarnation, key.key)
-        return None if found is None else _answer(found)
-
-    @contextlib.contextmanager
-    def _errors(self):
-        """Log errors as domain errors (``_raise``)."""
         try:
-            yield
+            found = self.log.answered(self.name, self.incarnation, key.key)
         except (ModelGone, LogUnavailable) as error:
             self._raise(error)
+        return None if found is None else _answer(found)
 
     def _raise(self, error: ModelGone | LogUnavailable) -> NoReturn:
         """A log error as a domain error: a model deleted elsewhere is ``model_not_found``, a
