@@ -63,7 +63,7 @@ class Service:
     def start(self) -> None:
         port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "service.ops.cli", "serve", "--port", str(port)],
             env=self.env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

@@ -12,7 +12,7 @@ Measured in one run, interleaved rounds, medians of ``--repeats``:
   with ``--before CHECKOUT``, also by an earlier checkout's code (``benchmarks/predict_before.py``
   in a child process), for the speed-up over the code before issue 18;
 - the single-thread peak of a large ``float64`` matrix product (the roofline of the scoring);
-- bulk feedback through HTTP: a real server (``python -m service.cli serve``, default
+- bulk feedback through HTTP: a real server (``python -m service.ops.cli serve``, default
   settings: durable feedback log with fsync per request batch), svmlight bodies of ``--body``
   rows written with Python's ``repr`` of each non-zero value, sent one after the other and
   with two requests in flight (the next body parsed while the last one is learned); and

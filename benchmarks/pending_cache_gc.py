@@ -1,6 +1,6 @@
 """Garbage-collector pauses caused by the service's pending predictions.
 
-``service.cache.PredictionCache`` keeps the features of recent predictions so that feedback
+``service.model.cache.PredictionCache`` keeps the features of recent predictions so that feedback
 can name a ``prediction_id``; at its memory bound it holds hundreds of thousands of rows. This
 entry fills a cache the way ``/predict`` does (batches of 1,000 rows of 30 non-zeros, after
 ``gc.freeze()`` as the server does after warm-up) and counts the full (generation 2) garbage
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from service.cache import PredictionCache
+from service.model.cache import PredictionCache
 
 
 def measure(predictions: int, max_bytes: int = 256 * 1024 * 1024, nnz: int = 30) -> dict:

@@ -46,7 +46,7 @@ from benchmarks.service_durability.processes import (
     wait_ready,
     wait_redis,
 )
-from service.keys import RedisKeys
+from service.scale.keys import RedisKeys
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

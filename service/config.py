@@ -64,15 +64,15 @@ class Settings(BaseSettings):
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
 
-    #: Serve ``POST .../predict`` and ``.../feedback`` through ``service.fastpath`` (same
+    #: Serve ``POST .../predict`` and ``.../feedback`` through ``service.http.fastpath`` (same
     #: handlers and responses, without FastAPI's routing and dependency solving).
     fast_path: bool = True
-    #: Most threads running request handlers (the app's pool, ``service.threads``).
+    #: Most threads running request handlers (the app's pool, ``service.http.threads``).
     handler_threads: int = Field(40, ge=1)
     #: ``lorentztron serve`` on glibc: allocations below 1 GiB come from the heap and freed
     #: memory is kept for reuse (``mallopt``), instead of large arrays being mapped, faulted
     #: in page by page and unmapped on every bulk request; the resident size stays near its
-    #: peak. See ``service.cli.tune_malloc``.
+    #: peak. See ``service.ops.cli.tune_malloc``.
     malloc_keep_freed: bool = True
 
     #: Seconds a model request that arrives while the models are being restored (start-up)
@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     #: Learner: seconds between publications of changed models to the api replicas.
     publish_interval: float = Field(0.25, gt=0)
     #: Learner: publications between two full snapshots, the others being deltas (the
-    #: rows changed since the previous publication, ``service.deltas``); 1: no deltas.
+    #: rows changed since the previous publication, ``service.scale.deltas``); 1: no deltas.
     full_snapshot_every: int = Field(40, ge=1)
     #: Api replicas: seconds between polls of the latest versions (fallback to pub/sub).
     poll_interval: float = Field(2.0, gt=0)

@@ -1,7 +1,7 @@
 """Domain errors: what the service refuses, with a stable machine-readable code.
 
 The domain (models, journal, lifecycle, worker) raises these and knows no HTTP status;
-``service.errors`` maps each class to its status in one place. Every code a client can
+``service.http.errors`` maps each class to its status in one place. Every code a client can
 receive is declared once in :data:`CODES` with its class and meaning: the README's list of
 error codes and the OpenAPI description are checked against it.
 """

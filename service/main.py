@@ -12,19 +12,15 @@ import numpy as np
 from fastapi import FastAPI
 
 from core import __version__
-from service.cache import PredictionCache
 from service.config import Settings, get_settings
-from service.deps import Components
-from service.errors import install_error_handlers, method_table
-from service.fastpath import FastPath
-from service.feedback_log import FileLog, RedisLog
-from service.history import History
-from service.metrics import Metrics
-from service.middleware import ServiceMiddleware
-from service.models import Models
-from service.openapi import build_openapi
-from service.roles import Learner, Replica
-from service.routes import (
+from service.durability.feedback_log import FileLog, RedisLog
+from service.durability.store import LocalStore, RedisStore
+from service.http.deps import Components
+from service.http.errors import install_error_handlers, method_table
+from service.http.fastpath import FastPath
+from service.http.middleware import ServiceMiddleware
+from service.http.openapi import build_openapi
+from service.http.routes import (
     docs,
     feedback,
     health,
@@ -34,10 +30,14 @@ from service.routes import (
     snapshots,
     status,
 )
-from service.startup import Gate, Startup
-from service.store import LocalStore, RedisStore
-from service.threads import make_executor
-from service.worker import SnapshotWorker
+from service.http.threads import make_executor
+from service.model.cache import PredictionCache
+from service.model.models import Models
+from service.ops.history import History
+from service.ops.metrics import Metrics
+from service.ops.startup import Gate, Startup
+from service.ops.worker import SnapshotWorker
+from service.scale.roles import Learner, Replica
 
 log = logging.getLogger("lorentztron")
 
@@ -189,9 +189,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url=None,  # served offline by service.routes.docs
+        docs_url=None,  # served offline by service.http.routes.docs
         redoc_url=None,
-        # the service's metrics and logs are its own (service.metrics, the JSON access
+        # the service's metrics and logs are its own (service.ops.metrics, the JSON access
         # log): FastAPI's OpenTelemetry layer would only ask, on every request, whether a
         # tracer, meter or logger provider has been configured (none is)
         telemetry={"tracing": False, "metrics": False, "logs": False},

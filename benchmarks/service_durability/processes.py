@@ -57,10 +57,10 @@ class Process:
 
 
 def service(env: dict) -> tuple[Process, str]:
-    """A server (``service.cli serve``) on a free port with ``env``, and its URL."""
+    """A server (``service.ops.cli serve``) on a free port with ``env``, and its URL."""
     port = free_port()
     env = {"LORENTZTRON_LOG_LEVEL": "warning", "LORENTZTRON_SNAPSHOT_INTERVAL": "3600", **env}
-    cli = [sys.executable, "-m", "service.cli", "serve", "--port", str(port)]
+    cli = [sys.executable, "-m", "service.ops.cli", "serve", "--port", str(port)]
     return Process(cli, env), f"http://127.0.0.1:{port}"
 
 

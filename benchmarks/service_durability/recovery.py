@@ -12,7 +12,7 @@ import numpy as np
 
 from benchmarks.service_durability.processes import MODEL, service, wait_ready
 from core.features import CSRBatch
-from service.feedback_log import FileLog, encode_record
+from service.durability.feedback_log import FileLog, encode_record
 
 
 def write_log(directory: Path, n_records: int, seed: int = 0) -> None:

@@ -11,7 +11,7 @@ request (a score of the sum of the values). ``POST /v1/models`` and ``DELETE
 unchanged, and ``GET /readyz`` says it is up.
 
 ``python deploy/loadtest/bare_app.py --port N`` serves it with the uvicorn configuration of
-``lorentztron serve`` (``service.cli.uvicorn_options``: same event loop, HTTP parser, log
+``lorentztron serve`` (``service.ops.cli.uvicorn_options``: same event loop, HTTP parser, log
 configuration, no access log) and the same process set-up (``configure_process``), so that
 ``run_benchmarks.py`` measures the service against it in the same run and the ratio is the
 cost of the service's own work per request.
@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> None:
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from service.cli import configure_process, uvicorn_options
     from service.config import Settings
+    from service.ops.cli import configure_process, uvicorn_options
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")

@@ -3,7 +3,7 @@
 The service's app is created and started as in ``cost_breakdown.py`` (the process set up as
 ``lorentztron serve`` sets it up), a model of the bulk scenario is created (``loadgen.py``'s
 workload: DoS rank 16 over 2^18 hashed features, svmlight bodies of 20,000 rows of 30
-non-zeros), and bodies go through ``service.grouping.handle_group``, the handler a bulk
+non-zeros), and bodies go through ``service.http.grouping.handle_group``, the handler a bulk
 request runs in its thread: parse and validation outside the model's lock, then the log
 append, learning and averaging under the writer lock, then the fsync.
 
@@ -40,21 +40,21 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import loadgen  # noqa: E402
 from cost_breakdown import asgi_call  # noqa: E402
 
-from service.cli import configure_process  # noqa: E402
 from service.config import Settings  # noqa: E402
-from service.grouping import handle_group  # noqa: E402
+from service.http.grouping import handle_group  # noqa: E402
 from service.main import create_app  # noqa: E402
+from service.ops.cli import configure_process  # noqa: E402
 
 #: (label, file suffix, function name) of the steps reported by --profile
 STEPS = (
     ("parse + validation (svmlight_batch), no lock", "core/datasets.py", "svmlight_batch"),
-    ("writer lock held (learn_group)", "service/live.py", "learn_group"),
-    ("  log record: encode, checksum, write", "service/live.py", "_append"),
+    ("writer lock held (learn_group)", "service/model/live.py", "learn_group"),
+    ("  log record: encode, checksum, write", "service/model/live.py", "_append"),
     ("  learn, averaging included (Averaged.learn_many)", "core/averaging.py", "learn_many"),
     ("    DoS model (DoSClassifier._learn_batch)", "core/dos.py", "_learn_batch"),
     ("    averaging folds (_fold_into_average)", "core/averaging.py", "_fold_into_average"),
     ("    rollback copies across averaging steps (_state)", "core/averaging.py", "_state"),
-    ("fsync (sync)", "service/live.py", "sync"),
+    ("fsync (sync)", "service/model/live.py", "sync"),
 )
 
 

@@ -52,16 +52,16 @@ import loadgen  # noqa: E402
 from core.align import running_average  # noqa: E402
 from core.datasets import parse_svmlight, svmlight_batch  # noqa: E402
 from core.features import as_batch, batch_from_rows  # noqa: E402
-from service.bodies import instance_row  # noqa: E402
 from service.config import Settings  # noqa: E402
-from service.main import create_app  # noqa: E402
-from service.schemas import (  # noqa: E402
+from service.http.bodies import instance_row  # noqa: E402
+from service.http.schemas import (  # noqa: E402
     FeedbackRequest,
     FeedbackResponse,
     PredictRequest,
     PredictResponse,
 )
-from service.threads import run_sync  # noqa: E402
+from service.http.threads import run_sync  # noqa: E402
+from service.main import create_app  # noqa: E402
 
 
 def timed(function, n: int, repeats: int, clock=time.thread_time) -> float:
@@ -285,7 +285,7 @@ async def measure(args) -> dict:
         app = create_app(Settings(snapshot_dir=directory, snapshot_interval=3600))
         # the JSON logging of `lorentztron serve`, writing to a null stream
         try:
-            from service.cli import configure_logging, configure_process
+            from service.ops.cli import configure_logging, configure_process
 
             logging.config.dictConfig(configure_logging("info"))
             configure_process(Settings())
@@ -446,7 +446,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
     )
     put(
         "predict",
-        "thread-pool round trip (service.threads: run_in_executor, process CPU)",
+        "thread-pool round trip (service.http.threads: run_in_executor, process CPU)",
         await timed_async(executor_hop, n, repeats),
     )
 

@@ -50,8 +50,8 @@ CATEGORIES = (
     ("HTTP protocol (uvicorn, h11)", ("/uvicorn/", "/h11/", "httptools")),
     ("pydantic validation / serialisation", ("/pydantic/", "pydantic_core")),
     ("routing, dependencies (fastapi, starlette)", ("/fastapi/", "/starlette/")),
-    ("service middleware", ("service/middleware.py",)),
-    ("logging (service JSON logs)", ("/logging/", "service/cli.py")),
+    ("service middleware", ("service/http/middleware.py",)),
+    ("logging (service JSON logs)", ("/logging/", "service/ops/cli.py")),
     ("json (stdlib)", ("/json/",)),
     ("prometheus_client", ("/prometheus_client/",)),
     ("svmlight parsing (core.datasets)", ("core/datasets.py",)),
@@ -154,13 +154,13 @@ def start_server(snapshot_dir: str, log_level: str) -> tuple[uvicorn.Server, thr
 
     settings = Settings(snapshot_dir=snapshot_dir, snapshot_interval=3600, log_level=log_level)
     try:
-        from service.cli import configure_logging
+        from service.ops.cli import configure_logging
 
         log_config = configure_logging(log_level)
     except ImportError:  # an older service without structured logs
         log_config = uvicorn.config.LOGGING_CONFIG
     try:
-        from service.cli import configure_process  # as `lorentztron serve`
+        from service.ops.cli import configure_process  # as `lorentztron serve`
 
         configure_process(settings)
     except ImportError:

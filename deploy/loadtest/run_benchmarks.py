@@ -5,7 +5,7 @@ where you name: ``--md PATH`` (a markdown file whose section between
 the project's is ``docs/benchmarks.md``) and ``--json PATH`` (every run; the project's is
 ``docs/service_benchmarks.json``). Without them nothing is written.
 
-The server is one uvicorn process as deployed (``python -m service.cli serve``), with local
+The server is one uvicorn process as deployed (``python -m service.ops.cli serve``), with local
 snapshots in a temporary directory and a snapshot interval of an hour (so snapshots do not
 run during the measurements). The load generator runs in this process, on the same machine:
 it competes with the server for the CPUs, and ``client_cpu_share`` in the JSON says how much
@@ -88,13 +88,13 @@ def free_port() -> int:
 
 #: the server processes: the service as deployed, and the bare FastAPI baseline
 COMMANDS = {
-    "service": [sys.executable, "-m", "service.cli", "serve"],
+    "service": [sys.executable, "-m", "service.ops.cli", "serve"],
     "bare": [sys.executable, str(HERE / "bare_app.py")],
 }
 
 
 class Server:
-    """``python -m service.cli serve`` (or the bare baseline app, ``command="bare"``) in a
+    """``python -m service.ops.cli serve`` (or the bare baseline app, ``command="bare"``) in a
     subprocess, its log in ``directory``."""
 
     def __init__(
@@ -450,7 +450,7 @@ def model_text(settings: dict) -> str:
         f"Model: `{settings['kind']}` rank {settings['rank']} over {settings['n_features']:,} "
         f"hashed features (`input: {{hashed: {settings['n_features']}}}`), synthetic sparse "
         f"rows with {settings['nnz']} non-zeros and binary labels (5% flipped), a new model "
-        f"per run, averaging interval {averaging}. Server: `python -m service.cli serve`, "
+        f"per run, averaging interval {averaging}. Server: `python -m service.ops.cli serve`, "
         f"log level `{settings['log_level']}` (one JSON access-log line per request at "
         "`info`), local snapshots every hour (none during the runs)"
         + (f", environment {', '.join(env)}" if env else "")

@@ -27,9 +27,9 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.history import History
 from service.main import create_app, warm_up
-from service.metrics import Metrics
+from service.ops.history import History
+from service.ops.metrics import Metrics
 from tests.service import traffic
 from tests.service.conftest import RedisServer, free_port
 from tests.service.server import ServiceProcess, start_all, stop_all
@@ -301,7 +301,7 @@ def metric_names(expr: str) -> set[str]:
 
 
 def exported_metric_names() -> set[str]:
-    """Every series name the service's /metrics can show (service/metrics.py), plus the
+    """Every series name the service's /metrics can show (service/ops/metrics.py), plus the
     ``up`` series Prometheus adds to each target."""
     suffixes = {
         "counter": ("_total", "_created"),

@@ -12,9 +12,9 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from service import cli
 from service.config import Settings
 from service.main import create_app
+from service.ops import cli
 from tests.deploy.loadtest import LOADTEST, load
 
 loadgen = load("loadgen")

@@ -93,7 +93,7 @@ class RedisServer:
 
 class TestClient(testclient.TestClient):
     """FastAPI's test client, entered once the app's first restore was tried (the app
-    restores its models in the background: ``service.startup``)."""
+    restores its models in the background: ``service.ops.startup``)."""
 
     def __enter__(self):
         client = super().__enter__()

@@ -11,12 +11,12 @@ import threading
 import httpx
 import numpy as np
 
-from service.feedback_log import decode_record
-from service.keys import RedisKeys
-from service.kinds import Limits, build, plan
-from service.live import LiveModel
-from service.schemas import spec_from_json
-from service.store import decode
+from service.durability.feedback_log import decode_record
+from service.durability.store import decode
+from service.http.schemas import spec_from_json
+from service.model.kinds import Limits, build, plan
+from service.model.live import LiveModel
+from service.scale.keys import RedisKeys
 
 N_FEATURES = 6
 

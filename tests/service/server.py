@@ -1,4 +1,4 @@
-"""The service as a real subprocess (``python -m service.cli serve``) on a free port, for
+"""The service as a real subprocess (``python -m service.ops.cli serve``) on a free port, for
 tests that kill it, restart it or run several of them (roles)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class ServiceProcess:
         port = port or free_port()
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "service.ops.cli", "serve", "--port", str(port)],
             env=self.env,
             cwd=ROOT,
             stdout=output,

@@ -22,13 +22,13 @@ from core.datasets import data_dir, load_svmlight
 from service import client as lz
 from service import main
 from service.config import Settings
-from service.errors import status_of
 from service.exceptions import CODES
+from service.http.errors import status_of
 from service.main import create_app
 from tests.service.conftest import free_port
+from tests.service.durability.test_idempotency import whole_frames
 from tests.service.server import ServiceProcess
 from tests.service.test_end_to_end import ServerThread
-from tests.service.test_idempotency import whole_frames
 
 
 def test_importing_the_client_loads_none_of_the_server():

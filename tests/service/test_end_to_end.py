@@ -182,7 +182,7 @@ def test_snapshot_kill_restart_gives_identical_predictions(tmp_path, store, requ
     def start():
         port = free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "service.ops.cli", "serve", "--port", str(port)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -46,7 +46,7 @@ def test_cli_serves_over_real_http(tmp_path):
         LORENTZTRON_SNAPSHOT_DIR=str(tmp_path / "snapshots"),
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve"],
+        [sys.executable, "-m", "service.ops.cli", "serve"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

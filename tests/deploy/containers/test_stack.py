@@ -3,7 +3,7 @@ own network and volumes, all removed at the end) and talked to through the ports
 publishes on 127.0.0.1 only: it refuses to start without its secrets and comes up healthy
 with them; writes need the key; acknowledged feedback survives SIGKILLs of the service's
 container and of Redis's (the process-level durability check of
-tests/service/test_durability.py, through the containers); ``down`` and ``up`` with the
+tests/service/durability/test_durability.py, through the containers); ``down`` and ``up`` with the
 volumes kept restore the models; Prometheus scrapes every instance and loads the alert
 rules; the ``roles`` profile converges to one version.
 
@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 import yaml
 
-from service.store import decode
+from service.durability.store import decode
 from tests.deploy.containers.conftest import answers, crash, scores, wait_until
 from tests.deploy.containers.engine import ROOT, Compose, Engine
-from tests.service.test_durability import Clients, check_recovery, run_with_kills
+from tests.service.durability.test_durability import Clients, check_recovery, run_with_kills
 
 pytestmark = pytest.mark.container
 

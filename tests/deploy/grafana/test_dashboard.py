@@ -9,7 +9,7 @@ import re
 
 import yaml
 
-from service.metrics import Metrics
+from service.ops.metrics import Metrics
 from tests.deploy.conftest import (
     DEPLOY,
     RATE_INTERVAL,

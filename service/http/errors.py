@@ -1,0 +1,184 @@
+"""Errors as HTTP answers: ``{"error": {"code", "message", "details"}}`` with stable codes.
+
+The one place that knows HTTP statuses: each domain error class (``service.exceptions``) has
+its status here, and the framework's own errors (validation, unknown paths and methods,
+oversized bodies) get the same envelope. FastAPI's exception handlers
+(``install_error_handlers``) and the fast path (``service.http.fastpath``) answer through
+``error_response``, so the two give the same responses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.routing import compile_path
+
+from service.exceptions import (
+    CODES,
+    ClientClosed,
+    Conflict,
+    Forbidden,
+    Internal,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    ServiceError,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+)
+
+#: an error response: status, JSON body, extra headers (or None)
+ErrorResponse = tuple[int, dict, dict | None]
+
+#: the HTTP status of each class of domain error (499: nginx's "client closed request")
+STATUS: dict[type[ServiceError], int] = {
+    InvalidRequest: 422,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    MethodNotAllowed: 405,
+    Conflict: 409,
+    TooLarge: 413,
+    UnsupportedMediaType: 415,
+    ClientClosed: 499,
+    Internal: 500,
+    Unavailable: 503,
+}
+
+
+def status_of(code: str) -> int:
+    """The HTTP status of an error code."""
+    return STATUS[CODES[code][0]]
+
+
+def codes_by_status() -> dict[int, list[str]]:
+    """Every error code a client can receive, by HTTP status (README, OpenAPI)."""
+    found: dict[int, list[str]] = {}
+    for code in CODES:
+        found.setdefault(status_of(code), []).append(code)
+    return found
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """Raised from ``receive`` when a streamed body passes the limit (answered with 413).
+
+    An HTTPException, so that FastAPI re-raises it when it meets it while reading a body
+    parameter (instead of turning it into a 400 "error parsing the body")."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body larger than {limit} bytes")
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def service_error(error: ServiceError) -> ErrorResponse:
+    status = STATUS[next(c for c in type(error).__mro__ if c in STATUS)]
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return status, error_body(error.code, error.message, error.details), headers
+
+
+def validation_error(errors: list[dict]) -> ErrorResponse:
+    """422 for request validation errors (pydantic's ``errors()``): ``malformed_json`` if the
+    body is not JSON, else ``invalid_input`` naming the first field."""
+    details = [
+        {
+            "field": ".".join(str(part) for part in e.get("loc", ())),
+            "message": e.get("msg"),
+            "type": e.get("type"),
+        }
+        for e in errors
+    ]
+    if any(d["type"] == "json_invalid" for d in details):
+        return 422, error_body("malformed_json", "the body is not valid JSON", details), None
+    first = details[0] if details else {"field": "", "message": "invalid input"}
+    message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+    return 422, error_body("invalid_input", message, details), None
+
+
+def body_too_large(error: BodyTooLarge) -> ErrorResponse:
+    return 413, error_body("payload_too_large", str(error), {"limit": error.limit}), None
+
+
+_HTTP_CODES = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def http_error(error: StarletteHTTPException) -> ErrorResponse:
+    """The framework's own errors (unknown path, method not allowed: with its ``Allow``)."""
+    code = _HTTP_CODES.get(error.status_code, "invalid_input")
+    status = error.status_code if code != "invalid_input" else 422
+    return status, error_body(code, str(error.detail)), dict(error.headers or {}) or None
+
+
+def internal_error() -> ErrorResponse:
+    return 500, error_body("internal_error", "internal server error"), None
+
+
+def error_response(error: Exception) -> ErrorResponse | None:
+    """The response to an error a request handler raised (None: unexpected, a 500)."""
+    if isinstance(error, ServiceError):
+        return service_error(error)
+    if isinstance(error, RequestValidationError):
+        return validation_error(error.errors())
+    if isinstance(error, BodyTooLarge):
+        return body_too_large(error)
+    if isinstance(error, StarletteHTTPException):
+        return http_error(error)
+    if isinstance(error, ClientDisconnect):  # answered to nobody; counted as 499, not 5xx
+        return 499, error_body("client_closed", "the client went away mid-request"), None
+    return None
+
+
+def json_response(response: ErrorResponse, path: str = "") -> JSONResponse:
+    """The error as a JSON response; under ``/v2/`` (the Open Inference Protocol) in its
+    form, ``{"error": message}``, with the code beside it."""
+    status, body, headers = response
+    if path.startswith("/v2/") or path == "/v2":
+        body = {"error": body["error"]["message"], "code": body["error"]["code"]}
+    return JSONResponse(body, status, headers=headers)
+
+
+def method_table(routes) -> list[tuple[re.Pattern, frozenset[str]]]:
+    """(path regex, methods) of routes (APIRoute / Route objects), for a 405's ``Allow``."""
+    return [
+        (compile_path(route.path)[0], frozenset(route.methods))
+        for route in routes
+        if getattr(route, "methods", None)
+    ]
+
+
+def allowed_methods(table, path: str) -> list[str]:
+    """Every method the routes take on ``path``."""
+    return sorted({m for regex, methods in table if regex.match(path) for m in methods})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def handler(request: Request, error: Exception):
+        status, body, headers = error_response(error)
+        if status == 405:  # every method of the path, not only the first route's
+            table = request.app.state.methods
+            headers = {"Allow": ", ".join(allowed_methods(table, request.url.path))}
+        return json_response((status, body, headers), request.url.path)
+
+    for kind in (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect):
+        app.add_exception_handler(kind, handler)

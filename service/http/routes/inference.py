@@ -1,0 +1,344 @@
+"""The Open Inference Protocol (KServe V2) REST surface beside ``/v1``, so that clients built
+for KServe, Triton and MLServer (``tritonclient.http``, say) can call the models.
+
+- ``GET /v2``, ``/v2/health/live``, ``/v2/health/ready``: server metadata and health;
+- ``GET /v2/models/{name}`` (and ``/versions/{version}``): the model's inputs and outputs;
+- ``GET /v2/models/{name}/ready``;
+- ``POST /v2/models/{name}/infer`` (and ``/versions/{version}/infer``): one input tensor,
+  FP32 or FP64 of shape ``[n, n_features]`` (JSON ``data`` flat or nested, or in the binary
+  tensor data extension), and the outputs ``label`` (INT64, BYTES for text classes, FP64
+  for regression), ``score`` (FP64, ``[n]`` or ``[n, classes]``) and ``probability`` (when
+  the model has probabilities), each in JSON or, when asked (``binary_data``), binary. The
+  request parameter ``variant`` picks the live (default) or time-averaged model.
+
+The version is the model's current one: a request for another version gets 404. Errors are
+``{"error": message, "code": code}`` (the protocol's ``error`` string, and our stable code).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from core import __version__
+from core.features import as_batch
+from service.exceptions import InvalidRequest, NotFound
+from service.http.deps import App, Components, Read
+from service.http.openapi import errors
+from service.http.schemas import InferenceErrorResponse
+from service.http.threads import run_sync
+from service.model.live import LiveModel
+
+router = APIRouter(prefix="/v2", tags=["inference (V2)"])
+
+HEADER_LENGTH = "inference-header-content-length"
+INPUT_TYPES = {"FP32": "<f4", "FP64": "<f8"}
+_BYTES = struct.Struct("<I")
+
+#: what the model routes may answer (503: the service is starting)
+MODEL_ERRORS = errors(401, 403, 404, 422, 503, model=InferenceErrorResponse)
+_TENSOR = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {"type": "string", "enum": sorted(INPUT_TYPES)},
+        "data": {"type": "array", "description": "row-major numbers, flat or nested"},
+        "parameters": {
+            "type": "object",
+            "description": "binary_data_size: the tensor's bytes in the binary part",
+        },
+    },
+}
+INFER_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The protocol's `$inference_request`: one input tensor `[n, "
+        "n_features]`; `outputs` (default: every output, in JSON) with `parameters."
+        "binary_data`; `parameters.variant` (`live` or `averaged`). With the binary tensor "
+        "data extension, the JSON head is followed by the tensors' bytes "
+        "(`Inference-Header-Content-Length`: the head's length).",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["inputs"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "parameters": {"type": "object"},
+                        "inputs": {"type": "array", "items": _TENSOR, "minItems": 1, "maxItems": 1},
+                        "outputs": {"type": "array", "items": {"type": "object"}},
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+@router.get("")
+def server_metadata() -> dict:
+    """The server's name, version and protocol extensions."""
+    return {"name": "lorentztron", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+
+@router.get("/health/live")
+def live() -> dict:
+    """The process is alive."""
+    return {"live": True}
+
+
+@router.get(
+    "/health/ready",
+    responses={
+        503: {
+            "description": "Not ready: the models are being restored or the kernels compiled",
+            "content": {
+                "application/json": {
+                    "schema": {"type": "object", "properties": {"ready": {"const": False}}}
+                }
+            },
+        }
+    },
+)
+def ready(app: App) -> JSONResponse:
+    """Ready to serve: models restored and kernels compiled (503 otherwise)."""
+    ok = app.warm and app.worker.restored
+    return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+
+def _model(app: Components, name: str, version: str | None = None) -> LiveModel:
+    live = app.models.get(name)
+    if version is not None and version != str(live.version):
+        raise NotFound(
+            "model_not_found",
+            f"model {name!r} serves version {live.version}, not {version!r}",
+        )
+    return live
+
+
+def _label_type(live: LiveModel) -> str:
+    if live.family.regression or live.plan.family == "ordinal":
+        return "FP64"
+    return "INT64" if all(isinstance(c, int) for c in live.classes) else "BYTES"
+
+
+def _per_class(live: LiveModel) -> bool:
+    return len(live.classes) > 2
+
+
+def metadata(live: LiveModel) -> dict:
+    """The model's metadata (the protocol's ``$metadata_model_response``)."""
+    width = [-1, len(live.classes)] if _per_class(live) else [-1]
+    outputs = [
+        {"name": "label", "datatype": _label_type(live), "shape": [-1]},
+        {"name": "score", "datatype": "FP64", "shape": width},
+    ]
+    if live.family.probabilistic:
+        outputs.append({"name": "probability", "datatype": "FP64", "shape": width})
+    return {
+        "name": live.name,
+        "versions": [str(live.version)],
+        "platform": f"lorentztron/{live.spec.kind}",
+        "inputs": [{"name": "input", "datatype": "FP64", "shape": [-1, live.n_features]}],
+        "outputs": outputs,
+        "parameters": {"classes": [str(c) for c in live.classes]},
+    }
+
+
+@router.get("/models/{name}", dependencies=[Read], responses=MODEL_ERRORS)
+def model_metadata(name: str, app: App) -> dict:
+    """The model's inputs and outputs."""
+    return metadata(_model(app, name))
+
+
+@router.get("/models/{name}/versions/{version}", dependencies=[Read], responses=MODEL_ERRORS)
+def model_version_metadata(name: str, version: str, app: App) -> dict:
+    """The model's inputs and outputs (its current version only)."""
+    return metadata(_model(app, name, version))
+
+
+@router.get("/models/{name}/ready", dependencies=[Read], responses=MODEL_ERRORS)
+def model_ready(name: str, app: App) -> dict:
+    """The model serves (404 otherwise)."""
+    live = _model(app, name)
+    return {"name": live.name, "ready": True}
+
+
+@router.get("/models/{name}/versions/{version}/ready", dependencies=[Read], responses=MODEL_ERRORS)
+def model_version_ready(name: str, version: str, app: App) -> dict:
+    """The model serves this version (404 otherwise)."""
+    live = _model(app, name, version)
+    return {"name": live.name, "ready": True}
+
+
+@router.post(
+    "/models/{name}/infer",
+    dependencies=[Read],
+    responses=MODEL_ERRORS,
+    openapi_extra=INFER_BODY,
+)
+async def infer(name: str, request: Request, app: App) -> Response:
+    """Labels, scores and probabilities of a tensor of instances."""
+    return await _infer(app, name, None, request)
+
+
+@router.post(
+    "/models/{name}/versions/{version}/infer",
+    dependencies=[Read],
+    responses=MODEL_ERRORS,
+    openapi_extra=INFER_BODY,
+)
+async def infer_version(name: str, version: str, request: Request, app: App) -> Response:
+    """Labels, scores and probabilities of a tensor of instances (current version only)."""
+    return await _infer(app, name, version, request)
+
+
+async def _infer(app: Components, name: str, version: str | None, request: Request):
+    body = await request.body()
+    length = request.headers.get(HEADER_LENGTH)
+    return await run_sync(app.executor, _answer, app, name, version, body, length)
+
+
+def _answer(app, name, version, body: bytes, length: str | None) -> Response:
+    head, binary = _split(body, length)
+    with app.models.use(name) as live:
+        _model(app, name, version)
+        X = _input(head, binary, live.n_features)
+        variant = _object(head.get("parameters"), "parameters").get("variant", "live")
+        if not isinstance(variant, str) or variant not in ("live", "averaged"):
+            raise _invalid(f"parameter variant: 'live' or 'averaged', not {variant!r}")
+        try:
+            batch = as_batch(X, live.n_features)
+        except ValueError as error:
+            raise _invalid(f"input: {error}") from None
+        labels, scores, probabilities = live.predict_batch(batch, variant)
+    app.metrics.predicted(name, len(labels))
+    outputs = {
+        "label": (_label_type(live), labels),
+        "score": ("FP64", scores),
+    }
+    if live.family.probabilistic:
+        outputs["probability"] = ("FP64", probabilities)
+    return _response(head, live, outputs)
+
+
+def _invalid(message: str) -> InvalidRequest:
+    return InvalidRequest("invalid_input", message)
+
+
+def _object(value, where: str) -> dict:
+    """An optional JSON object of the request (``{}`` when absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _invalid(f"{where}: a JSON object")
+    return value
+
+
+def _split(body: bytes, length: str | None) -> tuple[dict, memoryview]:
+    """The JSON head of a request and its binary part (the binary data extension)."""
+    size = len(body)
+    if length is not None:
+        if not length.isdigit() or int(length) > len(body):
+            raise _invalid(f"{HEADER_LENGTH}: {length!r} is not a length within the body")
+        size = int(length)
+    try:
+        head = json.loads(body[:size])
+    except ValueError as error:
+        raise InvalidRequest("malformed_json", f"the body is not valid JSON: {error}") from None
+    if not isinstance(head, dict):
+        raise _invalid("the request must be a JSON object")
+    return head, memoryview(body)[size:]
+
+
+def _input(head: dict, binary: memoryview, n_features: int) -> np.ndarray:
+    """The one input tensor, as an ``[n, n_features]`` float64 array."""
+    inputs = head.get("inputs")
+    if not isinstance(inputs, list) or len(inputs) != 1 or not isinstance(inputs[0], dict):
+        raise _invalid("give exactly one input tensor (inputs: [{name, shape, datatype, data}])")
+    tensor = inputs[0]
+    datatype, shape = tensor.get("datatype"), tensor.get("shape")
+    if not isinstance(datatype, str) or datatype not in INPUT_TYPES:
+        raise _invalid(f"input datatype {datatype!r}: FP32 or FP64")
+    if (
+        not isinstance(shape, list)
+        or len(shape) != 2
+        or not all(isinstance(n, int) and n >= 0 for n in shape)
+        or shape[1] != n_features
+    ):
+        raise _invalid(f"input shape {shape!r}: [n, {n_features}]")
+    count = shape[0] * shape[1]
+    size = _object(tensor.get("parameters"), "inputs.0.parameters").get("binary_data_size")
+    if size is not None:
+        itemsize = np.dtype(INPUT_TYPES[datatype]).itemsize
+        if type(size) is not int or size != count * itemsize or size > len(binary):
+            raise _invalid(f"binary_data_size {size!r} does not match the shape {shape}")
+        values = np.frombuffer(binary[:size], dtype=INPUT_TYPES[datatype])
+    else:
+        data = tensor.get("data")
+        try:
+            values = np.asarray(data, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise _invalid("input data must be numbers") from None
+        if values.size != count or isinstance(data, bool):
+            raise _invalid(f"input data holds {values.size} numbers, its shape {count}")
+    return values.astype(np.float64).reshape(shape)
+
+
+def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
+    """The outputs asked for (all by default), in JSON or binary as asked."""
+    asked = head.get("outputs")
+    everything_binary = _object(head.get("parameters"), "parameters").get("binary_data_output")
+    if asked is None:
+        asked = [{"name": name} for name in outputs]
+    if not isinstance(asked, list) or not all(isinstance(o, dict) for o in asked):
+        raise _invalid("outputs: a list of {name, parameters}")
+    answer, chunks = [], []
+    for output in asked:
+        name = output.get("name")
+        if not isinstance(name, str) or name not in outputs:
+            raise _invalid(f"output {name!r}: this model gives {sorted(outputs)}")
+        datatype, values = outputs[name]
+        array = _array(datatype, values)
+        entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}
+        parameters = _object(output.get("parameters"), f"outputs.{name}.parameters")
+        binary = parameters.get("binary_data", everything_binary) is True
+        if binary:
+            data = _binary(datatype, array)
+            entry["parameters"] = {"binary_data_size": len(data)}
+            chunks.append(data)
+        else:
+            entry["data"] = array.reshape(-1).tolist()
+        answer.append(entry)
+    result = {"model_name": live.name, "model_version": str(live.version), "outputs": answer}
+    if isinstance(head.get("id"), str):
+        result["id"] = head["id"]
+    text = json.dumps(result, separators=(",", ":")).encode()
+    if not chunks:
+        return Response(text, media_type="application/json")
+    return Response(
+        text + b"".join(chunks),
+        media_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(len(text))},
+    )
+
+
+def _array(datatype: str, values: list) -> np.ndarray:
+    if datatype == "BYTES":
+        return np.array([str(v) for v in values], dtype=object)
+    return np.asarray(values, dtype=np.int64 if datatype == "INT64" else np.float64)
+
+
+def _binary(datatype: str, array: np.ndarray) -> bytes:
+    """The binary data extension's bytes: little endian; BYTES as length-prefixed strings."""
+    if datatype == "BYTES":
+        return b"".join(
+            _BYTES.pack(len(text)) + text for text in (v.encode() for v in array.reshape(-1))
+        )
+    return array.astype(array.dtype.newbyteorder("<")).tobytes()

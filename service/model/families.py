@@ -1,0 +1,402 @@
+"""How each family of models maps labels, predicts and learns: one adapter per family.
+
+A live model (``service.model.live``) holds one of these beside its estimator: the adapter turns
+the request's labels into the estimator's targets, scores validated batches and learns them
+with progressive validation (every example scored before it is learned), for
+
+- ``binary``: two classes over a score (linear PA, DoS, the perceptrons, binary PQR);
+- ``regression``: PQR with real-valued labels;
+- ``reduction``: more than two classes by one-vs-one or one-vs-rest binary models;
+- ``multi-output``: one mofm model over all classes;
+- ``ordinal``: the McRank reduction of a mofm model over increasing levels;
+- ``batch``: the ellipsoidal classifier, fitted by the worker on a window of feedback.
+
+Adapters hold no learned state: the estimator and the refit window are passed in (a refit
+replaces the estimator).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from core.base import Estimator
+from core.features import CSRBatch
+from core.labels import LabelMap
+from core.mofm import Reservoir
+from service.exceptions import InvalidRequest
+from service.model.kinds import Plan
+
+
+class Learned(NamedTuple):
+    """What learning a batch gave, per example: the prediction before the update (class
+    index, or value), the loss, whether the model changed, whether the prediction was right,
+    and the squared error (None: classification)."""
+
+    predicted: Any
+    losses: Any
+    aggressive: Any
+    correct: Any
+    squared: Any = None
+
+
+def csr_of(batch: CSRBatch, n_features: int) -> sp.csr_matrix:
+    """A scipy view of a validated batch (no copy)."""
+    return sp.csr_matrix(
+        (batch.values, batch.indices, batch.indptr), shape=(batch.n_rows, n_features), copy=False
+    )
+
+
+def _sigmoid(scores: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * scores))  # overflow-free logistic
+
+
+def _finite(scores: np.ndarray) -> np.ndarray:
+    """The scores, or InvalidRequest naming the first row whose score overflows float64."""
+    if math.isfinite(scores.item()) if scores.size == 1 else np.isfinite(scores).all():
+        return scores  # (one score, the common request: no numpy call)
+    row = int(np.argwhere(~np.isfinite(scores))[0][0])
+    raise InvalidRequest(
+        "invalid_input",
+        f"instances[{row}]: the model's score overflows float64 (values too large)",
+        {"field": f"instances.{row}"},
+    )
+
+
+class Family:
+    """The adapter of one family (module docstring)."""
+
+    #: the loss the progressive metrics report
+    loss_kind = "hinge"
+    #: whether the progressive metrics report an RMSE (and no accuracy)
+    regression = False
+    #: whether predictions carry calibrated probabilities
+    probabilistic = False
+
+    def __init__(self, plan: Plan):
+        self.classes = plan.classes
+        self.n_features = plan.n_features
+
+    def target(self, label, where: str) -> float:
+        """The class index of a label; InvalidRequest if the model has no such class."""
+        for k, known in enumerate(self.classes):
+            if (
+                type(label) is not bool
+                and label == known
+                and isinstance(label, str) == isinstance(known, str)
+            ):
+                return k
+        raise InvalidRequest(
+            "unknown_label",
+            f"{where}: unknown label {label!r}; the model's classes are {self.classes}",
+            {"field": where},
+        )
+
+    def numeric_targets(self, y: np.ndarray) -> np.ndarray:
+        """Targets of numeric labels (svmlight bodies); InvalidRequest names the first row
+        whose label is not a class."""
+        targets = np.full(y.shape[0], -1, dtype=np.int64)
+        for value in np.unique(y):
+            matches = [
+                k for k, c in enumerate(self.classes) if not isinstance(c, str) and c == value
+            ]
+            if not matches:
+                row = int(np.flatnonzero(y == value)[0])
+                raise InvalidRequest(
+                    "unknown_label",
+                    f"row {row}: unknown label {value:g}; the model's classes are {self.classes}",
+                    {"row": row},
+                )
+            targets[y == value] = matches[0]
+        return targets
+
+    @property
+    def target_dtype(self):
+        return np.float64 if self.regression and not isinstance(self, Ordinal) else np.int64
+
+    def predicted_label(self, value):
+        """What a feedback response reports as the prediction before the update."""
+        return self.classes[int(value)]
+
+    def predict(self, scorer: Estimator, batch: CSRBatch) -> tuple[list, list, list]:
+        """Labels, scores and probabilities (None each without) of a validated batch."""
+        raise NotImplementedError  # pragma: no cover
+
+    def learn(self, estimator: Estimator, batch: CSRBatch, targets, window) -> Learned:
+        """Learn a validated batch in order (``window``: the refit reservoir or None)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def status(self, estimator: Estimator) -> dict[str, Any] | None:
+        """Kind-specific state of the live estimator (the separation learners' own)."""
+        status = getattr(estimator, "status", None)
+        return status() if callable(status) else None
+
+    def window_target(self, label) -> float:
+        """A reservoir target as a number (snapshots); ``from_window_target`` inverts it."""
+        return float(self.classes.index(label))
+
+    def from_window_target(self, value: float):
+        return None if math.isnan(value) else self.classes[int(value)]
+
+
+class Binary(Family):
+    """Two classes over a score: the second class when the score is positive."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(plan)
+        if plan.kind.name == "pqr":
+            self.loss_kind = "log"
+        self.probabilistic = plan.kind.name == "pqr" or plan.calibrated
+
+    def predict(self, scorer, batch):
+        scores = _finite(scorer.score_batch(batch))
+        negative, positive = self.classes
+        values = scores.tolist()
+        labels = [positive if s > 0 else negative for s in values]
+        probabilities = (
+            scorer.proba_from_scores(scores).tolist()
+            if self.probabilistic
+            else [None] * batch.n_rows
+        )
+        return labels, values, probabilities
+
+    def learn(self, estimator, batch, targets, window):
+        if batch.n_rows == 1:  # the common single example, plain Python around learn_one
+            target = targets[0]
+            step = estimator.learn_one(batch.row(0), 1.0 if target == 1 else -1.0)
+            label = 1 if step.score > 0 else 0
+            return Learned([label], [float(step.loss)], [bool(step.aggressive)], [label == target])
+        y = np.where(targets == 1, 1.0, -1.0)
+        steps = estimator.learn_many(csr_of(batch, self.n_features), y)
+        predicted = (steps.scores > 0).astype(np.int64)
+        return Learned(predicted, steps.losses, steps.aggressive, predicted == targets)
+
+
+class Regression(Family):
+    """Real-valued labels (PQR): the score is the prediction."""
+
+    loss_kind = "squared"
+    regression = True
+
+    def target(self, label, where: str) -> float:
+        if isinstance(label, bool) or not isinstance(label, int | float):
+            raise InvalidRequest(
+                "invalid_label",
+                f"{where}: a regression label must be a number, got {label!r}",
+                {"field": where},
+            )
+        try:
+            value = float(label)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise InvalidRequest(
+                "invalid_label",
+                f"{where}: a regression label must be a finite float64, got {label!r:.40}",
+                {"field": where},
+            )
+        return value
+
+    def numeric_targets(self, y: np.ndarray) -> np.ndarray:
+        return y
+
+    def predicted_label(self, value):
+        return float(value)
+
+    def predict(self, scorer, batch):
+        scores = _finite(scorer.score_batch(batch)).tolist()
+        return scores, scores, [None] * batch.n_rows
+
+    def learn(self, estimator, batch, targets, window):
+        if batch.n_rows == 1:
+            step = estimator.learn_one(batch.row(0), float(targets[0]))
+            error = (step.score - float(targets[0])) ** 2
+            return Learned(
+                [step.score], [float(step.loss)], [bool(step.aggressive)], [False], [error]
+            )
+        steps = estimator.learn_many(csr_of(batch, self.n_features), targets)
+        return Learned(
+            steps.scores,
+            steps.losses,
+            steps.aggressive,
+            np.zeros(batch.n_rows, dtype=bool),
+            (steps.scores - targets) ** 2,
+        )
+
+
+class Reduction(Family):
+    """More than two classes by one-vs-one or one-vs-rest binary models (hinge loss summed
+    over the binary models that learned); class probabilities from calibrated binary models
+    (one-vs-rest normalised, one-vs-one by pairwise coupling).
+
+    A batch is learned by one ``learn_many`` whose steps carry the prediction made just before
+    each example is learned (one-vs-one: ``progressive=True``, see ``core.multiclass``), and
+    predicted from one scoring of the binary models (``decide_batch``)."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(plan)
+        self.probabilistic = plan.calibrated
+        self.options = {"progressive": True} if plan.multiclass == "ovo" else {}
+        self.label_map = LabelMap(self.classes)
+        # the labels as an array whose look-ups in core need no Python loop (int64 or str)
+        strings = all(isinstance(c, str) for c in self.classes)
+        self.labels = np.array(self.classes) if strings else self.label_map.array
+
+    def predict(self, scorer, batch):
+        with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused next)
+            winners, scores, model_scores = scorer.decide_batch(batch)
+        scores = _finite(np.asarray(scores, dtype=np.float64))
+        probabilities = (
+            np.asarray(scorer.proba_from_model_scores(model_scores)).tolist()
+            if self.probabilistic
+            else [None] * batch.n_rows
+        )
+        labels = [self.classes[k] for k in winners.tolist()]
+        return labels, scores.tolist(), probabilities
+
+    def learn(self, estimator, batch, targets, window):
+        n = batch.n_rows
+        if n == 1:  # the common single example, plain Python around learn_one
+            step = estimator.learn_one(batch.row(0), self.classes[targets[0]])
+            predicted = np.array([self.classes.index(step.predicted)])
+            return Learned(
+                predicted, [float(step.loss)], [step.n_aggressive > 0], predicted == targets
+            )
+        steps = estimator.learn_many(
+            csr_of(batch, self.n_features), self.labels[targets], **self.options
+        )
+        predicted = self.label_map.indices(steps.predicted.astype(self.labels.dtype), n)
+        return Learned(predicted, steps.losses, steps.aggressive, predicted == targets)
+
+
+class MultiOutput(Family):
+    """One mofm model over all classes, learned by (Ada)SGD steps and offered to the refit
+    window; probabilities with the softmax and logistic losses."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(plan)
+        self.loss_kind = plan.params["loss"]
+        self.probabilistic = self.loss_kind in ("softmax", "logistic")
+        self.refit_every = plan.params["reservoir_refit_every"]
+
+    def predict(self, scorer, batch):
+        X = csr_of(batch, self.n_features)
+        scores = _finite(np.asarray(scorer.score_many(X), dtype=np.float64))
+        labels = scorer.predict_many(X)
+        labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+        probabilities = (
+            np.asarray(scorer.predict_proba_many(X)).tolist()
+            if self.probabilistic
+            else [None] * batch.n_rows
+        )
+        return labels, scores.tolist(), probabilities
+
+    #: what a step's prediction is stored as (class index; ordinal: expected relevance)
+    predicted_dtype = np.int64
+
+    def _prediction(self, estimator, step):
+        return self.classes.index(step.predicted)
+
+    def _steps(self, estimator, batch, targets, window) -> tuple[np.ndarray, np.ndarray]:
+        """One (Ada)SGD step per example, in order, each offered to the refit window:
+        the predictions before the updates and the losses."""
+        n = batch.n_rows
+        predicted = np.empty(n, dtype=self.predicted_dtype)
+        losses = np.empty(n)
+        for i in range(n):
+            row, label = batch.row(i), self.classes[int(targets[i])]
+            step = estimator.learn_one(row, label)
+            losses[i] = step.loss
+            predicted[i] = self._prediction(estimator, step)
+            if window is not None:
+                window.add(row, label)
+        return predicted, losses
+
+    def learn(self, estimator, batch, targets, window):
+        predicted, losses = self._steps(estimator, batch, targets, window)
+        return Learned(predicted, losses, losses > 0, predicted == targets)
+
+    def status(self, estimator):
+        model = estimator.model_ if isinstance(self, Ordinal) else estimator
+        return {"active_basis": int(getattr(model, "n_active_", 0))}
+
+
+class Ordinal(MultiOutput):
+    """The McRank reduction over increasing levels: predicts the expected relevance;
+    "correct" means its nearest level is the label; the squared error is kept."""
+
+    regression = True  # accuracy by nearest level, and an RMSE
+
+    def __init__(self, plan: Plan):
+        super().__init__(plan)
+        self.levels = np.asarray(self.classes, dtype=np.float64)
+
+    def predicted_label(self, value):
+        return float(value)
+
+    predicted_dtype = np.float64
+
+    def _prediction(self, estimator, step):  # from P(y <= level) = sigmoid(o(x))
+        cumulative = _sigmoid(np.asarray(step.scores, dtype=np.float64))[None, :]
+        return float(estimator.expected_relevance(cumulative)[0])
+
+    def learn(self, estimator, batch, targets, window):
+        predicted, losses = self._steps(estimator, batch, targets, window)
+        values = self.levels[targets.astype(np.int64)]
+        nearest = np.abs(predicted[:, None] - self.levels[None, :]).argmin(axis=1)
+        return Learned(predicted, losses, losses > 0, nearest == targets, (predicted - values) ** 2)
+
+
+class Batch(Family):
+    """A batch model (the ellipsoidal classifier): each example is scored by the last fit
+    (the loss is the 0/1 error) and kept in the window for the next; nothing is updated."""
+
+    loss_kind = "zero_one"
+
+    def predict(self, scorer, batch):
+        scores = _finite(scorer.score_batch(batch))
+        negative, positive = self.classes
+        labels = [positive if s > 0 else negative for s in scores.tolist()]
+        return labels, scores.tolist(), [None] * batch.n_rows
+
+    def learn(self, estimator, batch, targets, window):
+        predicted = (estimator.score_batch(batch) > 0).astype(np.int64)
+        for i in range(batch.n_rows):
+            window.add(batch.row(i), 1.0 if targets[i] == 1 else -1.0)
+        correct = predicted == targets
+        return Learned(
+            predicted, (~correct).astype(np.float64), np.zeros(batch.n_rows, bool), correct
+        )
+
+    def status(self, estimator):
+        return {
+            "fitted_on": int(estimator.n_fit_),
+            "separable": bool(estimator.separable_),
+            "t": float(estimator.t_),
+        }
+
+    def window_target(self, label) -> float:
+        return float(label)
+
+    def from_window_target(self, value: float):
+        return float(value)
+
+
+FAMILIES: dict[str, type[Family]] = {
+    "binary": Binary,
+    "regression": Regression,
+    "reduction": Reduction,
+    "multi-output": MultiOutput,
+    "ordinal": Ordinal,
+    "batch": Batch,
+}
+
+
+def reservoir_of(plan: Plan) -> Reservoir | None:
+    """The refit window of a plan whose kind is refitted by the worker (None: no refits)."""
+    if not plan.params.get("reservoir_refit_every"):
+        return None
+    return Reservoir(plan.params["reservoir_size"], plan.n_features, policy="window")

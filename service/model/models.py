@@ -1,0 +1,385 @@
+"""The models of one process and their lifecycle (``service.model.lifecycle``): created, served,
+restored, deleted. Routes, the worker, the roles and recovery go through ``Models``.
+
+- **create**: the request is checked against the kind catalogue and every limit before
+  anything is built; the model is durable (snapshot 0, a fresh log) before it serves.
+- **delete**: the model stops admitting requests (404 from then on), waits for those
+  inside, writes a durable tombstone, then removes its snapshots and log. If the removal
+  fails part-way, the tombstone stays: the worker and the next start finish it; the model
+  never comes back. If the tombstone cannot be written, nothing changed (503).
+- **recover** (start-up): pending deletions are finished, then every model is restored from
+  its latest snapshot and its log replayed after the snapshot's position.
+- **discover** (api replicas): models created or deleted by other processes appear or go.
+- **own** / **disown** (learners, ``service.scale.roles``): a learner restores the models whose
+  lease it takes and lets go of those it loses or hands over (nothing is deleted).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pydantic import ValidationError
+
+from service.durability.capture import ANSWERS, MODEL
+from service.durability.idempotency import Answers, Key
+from service.durability.interchange import InterchangeError, dump_model, load_model
+from service.durability.journal import Journal
+from service.durability.snapshots import SnapshotWriter
+from service.durability.store import SnapshotError, SnapshotMeta, decode
+from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
+from service.http.schemas import CreateModel, spec_from_json, spec_to_json
+from service.model.kinds import Limits, build, plan
+from service.model.live import LiveModel
+from service.model.registry import Registry
+
+log = logging.getLogger("lorentztron")
+
+
+class Models:
+    """The live models of one process (created by the app's lifespan)."""
+
+    def __init__(self, settings, store, feedback_log, cache, metrics):
+        self.settings = settings
+        self.store = store
+        #: the feedback log (``service.durability.feedback_log``), None when disabled
+        self.feedback_log = feedback_log
+        self.cache = cache
+        self.metrics = metrics
+        self.registry = Registry()
+        deltas = settings.role == "learner" and settings.full_snapshot_every > 1
+        self.writer = SnapshotWriter(
+            store,
+            metrics,
+            settings.snapshot_retention,
+            settings.log_trim,
+            settings.full_snapshot_every if deltas else None,
+        )
+        self.limits = Limits(
+            settings.max_model_floats, settings.max_submodels, settings.averaging_interval
+        )
+        #: a model that exists is restored whatever the limits are now
+        self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
+        #: the api role serves published versions and never writes a snapshot
+        self.writes_snapshots = settings.role != "api"
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, name: str) -> LiveModel:
+        """The serving model of this name; NotFound otherwise."""
+        live = self.registry.get(name)
+        if live is None or not live.lifecycle.serving:
+            raise NotFound("model_not_found", f"no model named {name!r}")
+        return live
+
+    def serving(self) -> list[LiveModel]:
+        """Every serving model, by name."""
+        return [live for live in self.registry.models() if live.lifecycle.serving]
+
+    def enter(self, name: str) -> LiveModel:
+        """The model, admitting one request into it (``leave`` when answered)."""
+        live = self.get(name)
+        live.lifecycle.enter()
+        return live
+
+    def leave(self, live: LiveModel) -> None:
+        live.lifecycle.exit()
+
+    @contextmanager
+    def use(self, name: str) -> Iterator[LiveModel]:
+        """``with models.use(name) as live:``: a request inside the model."""
+        live = self.enter(name)
+        try:
+            yield live
+        finally:
+            live.lifecycle.exit()
+
+    # -- create and delete ----------------------------------------------------------------
+    def create(
+        self, spec: CreateModel, key: Key | None = None, state: dict | None = None, version=0
+    ) -> dict:
+        """A new serving model, durable before it serves (Unavailable if the store or the
+        log fails: then it was not created); its answer (info). With an idempotency ``key``,
+        the retry of a create that succeeded gets its answer again. ``state``: start from
+        this snapshot state at ``version`` (an imported model)."""
+        existing = self.registry.get(spec.name)
+        if existing is not None:
+            answer = existing.answers.get(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
+            raise Conflict("model_exists", f"a model named {spec.name!r} exists")
+        if len(self.registry) >= self.settings.max_models:
+            raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
+        checked = plan(spec, self.limits)
+        if checked.kind.margins:  # the default made explicit: snapshots keep what was built
+            resolved = "platt" if checked.calibrated else "none"
+            spec = spec.model_copy(update={"calibration": resolved})
+        live = self._live(spec.name, spec, checked)
+        if state is not None:
+            try:
+                live.load_state(state)
+            except (ValueError, KeyError, TypeError) as error:
+                raise InvalidRequest(
+                    "invalid_input", f"the model's state does not fit its spec: {error}"
+                ) from None
+            live.version = version
+        self._attach(live)
+        self.registry.add(live, self.settings.max_models)
+        try:
+            if spec.name in self.store.deleting():  # an earlier model's, not yet finished
+                self._remove_files(spec.name)
+            if self.feedback_log is not None:
+                self.feedback_log.delete(spec.name)  # a log left without a snapshot
+            answer = live.save_held(lambda c: self.writer.write(live, c, create=True), key)
+        except Exception as error:
+            self.registry.remove(live)
+            live.lifecycle.end()
+            raise Unavailable(
+                "store_unavailable",
+                f"the model could not be made durable, so it was not created: {error}",
+            ) from None
+        live.lifecycle.serve()
+        self.metrics.track_model(live)
+        return answer
+
+    def export(self, name: str) -> bytes:
+        """The model as a safetensors file (``service.durability.interchange``), as it is now (the
+        answers of its keyed requests left out: they belong to this model only)."""
+        with self.use(name) as live, live.snapshot_lock:
+            captured = live.snapshot_state()
+            service = captured.state["service"]
+            arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
+            state = {**captured.state, "service": {**service, "arrays": arrays}}
+            return dump_model(name, captured.version, spec_to_json(live.spec), state)
+
+    def import_model(self, data: bytes, name: str, key: Key | None = None) -> dict:
+        """A new model ``name`` from a safetensors file (``export``, ``lorentztron learn``);
+        durable before it serves, like ``create``."""
+        try:
+            info, state = load_model(data)
+            spec = CreateModel.model_validate({**info["spec"], "name": name})
+        except (InterchangeError, ValidationError) as error:
+            raise InvalidRequest("invalid_input", f"not a model file: {error}") from None
+        return self.create(spec, key, state=state, version=info["version"])
+
+    def delete(self, name: str) -> None:
+        """Delete a model and its files (module docstring)."""
+        live = self.registry.get(name)
+        if live is None or not live.lifecycle.close():
+            raise NotFound("model_not_found", f"no model named {name!r}")
+        try:
+            self.store.mark_deleting(name)
+        except Exception as error:
+            live.lifecycle.serve()
+            raise Unavailable(
+                "store_unavailable", f"the model could not be deleted, so it is kept: {error}"
+            ) from None
+        try:
+            self._remove_files(name)
+        except Exception as error:  # the tombstone stays: finished later, never undone
+            log.warning("deletion of %s left files behind (finished later): %s", name, error)
+        self._drop(live)
+
+    def _remove_files(self, name: str) -> None:
+        """Remove a tombstoned model's snapshots and log, then its tombstone."""
+        self.store.delete(name)
+        if self.feedback_log is not None:
+            self.feedback_log.delete(name)
+        self.store.clear_deleting(name)
+
+    def finish_deletions(self) -> None:
+        """Finish the deletions whose files could not all be removed (worker, start-up); a
+        name held by a model being created again is finished by its creation."""
+        for name in self.store.deleting():
+            if self.registry.get(name) is None:
+                self._remove_files(name)
+                log.info("finished the deletion of %s", name)
+
+    def _drop(self, live: LiveModel) -> None:
+        """Take a model out of this process (deleted here or elsewhere)."""
+        live.lifecycle.close()
+        self.registry.remove(live)
+        self.cache.forget_model(live.incarnation)
+        self.metrics.forget_model(live.name)
+        live.lifecycle.end()
+
+    # -- snapshots -----------------------------------------------------------------------
+    def _check_writer(self) -> None:
+        if not self.writes_snapshots:
+            raise Conflict(
+                "wrong_role",
+                "this api replica serves published versions; snapshot and restore on the learner",
+            )
+
+    def snapshot(self, name: str) -> SnapshotMeta:
+        """Write a snapshot of the model now."""
+        self._check_writer()
+        with self.use(name) as live:
+            try:
+                return self.writer.snapshot(live, force=True)
+            except Exception as error:
+                self.metrics.snapshot_failures.labels(name).inc()
+                raise Unavailable(
+                    "store_unavailable", f"the snapshot could not be written: {error}"
+                ) from None
+
+    def snapshots(self, name: str) -> list[SnapshotMeta]:
+        """The model's snapshots, oldest first."""
+        self.get(name)
+        try:
+            return self.store.versions(name)
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable", f"the snapshot store is unavailable: {error}"
+            ) from None
+
+    def restore_snapshot(self, name: str, version: int, key: Key | None = None) -> dict:
+        """Serve a snapshot's state from the model's next version on, durably; the answer
+        (the model's info). With an idempotency ``key``, a retry gets the first answer."""
+        self._check_writer()
+        with self.use(name) as live:
+            answer = live.answers.claim(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
+            try:
+                return self._restore_snapshot(live, version, key)
+            finally:
+                if key is not None:
+                    live.answers.release(key)
+
+    def _restore_snapshot(self, live: LiveModel, version: int, key: Key | None) -> dict:
+        name = live.name
+        try:
+            header, state = decode(self.store.load(name, version))
+        except SnapshotError as error:
+            raise NotFound("snapshot_not_found", str(error)) from None
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable", f"the snapshot store is unavailable: {error}"
+            ) from None
+        if spec_from_json(header["spec"]) != live.spec:
+            raise Conflict(
+                "snapshot_mismatch",
+                "the snapshot was taken from a model with another configuration",
+            )
+        try:
+            return live.restore(state, lambda c: self.writer.write(live, c), key)
+        except ValueError as error:
+            raise Conflict("snapshot_mismatch", str(error)) from None
+        except Exception as error:
+            raise Unavailable(
+                "store_unavailable",
+                "the restored state could not be written as the newest snapshot, so the "
+                f"model is unchanged: {error}",
+            ) from None
+
+    # -- recovery and discovery ----------------------------------------------------------
+    def recover(self) -> None:
+        """Start-up: finish pending deletions, then restore every model (snapshot + log).
+        Raises if the store is unreachable (the worker tries again)."""
+        upgrade = getattr(self.store, "upgrade", None)
+        if upgrade is not None:
+            for name in upgrade():
+                log.info("moved the Redis keys of %s to the hash-tagged layout", name)
+        self.finish_deletions()
+        if self.settings.role == "learner":  # a learner restores the models it leases
+            return
+        for name in self.store.models():
+            self._restore(name)
+
+    def discover(self) -> None:
+        """Roles: add the models another process created, drop those it deleted (or
+        deleted and created again: another incarnation)."""
+        names = set(self.store.models())
+        for live in self.registry.models():
+            if not live.lifecycle.serving:
+                continue
+            if live.name not in names or self.store.incarnation(live.name) not in (
+                None,
+                live.incarnation,
+            ):
+                self._drop(live)
+                log.info("model %s was deleted elsewhere", live.name)
+        for name in names:
+            if self.registry.get(name) is None:
+                self._restore(name)
+
+    def own(self, name: str, fence: str) -> LiveModel | None:
+        """A learner took the model's lease ``fence``: the model restored here (snapshot +
+        log), every write of its snapshots and log position checked against the lease;
+        a copy held before (created here, or under an earlier lease) is replaced. None
+        (logged) if it cannot be restored."""
+        self.disown(name)
+        return self._restore(name, fence)
+
+    def disown(self, name: str) -> None:
+        """A learner lost or handed over the model's lease: it leaves this process, its
+        snapshots and log stay."""
+        live = self.registry.get(name)
+        if live is not None and live.lifecycle.serving:
+            self._drop(live)
+
+    def _restore(self, name: str, fence: str | None = None) -> LiveModel | None:
+        """Restore one model from its latest snapshot and replay its log after it (the api
+        role serves the snapshot); None (logged) if it cannot be restored."""
+        try:
+            header, state = decode(self.store.load(name))
+            spec = spec_from_json(header["spec"])
+            checked = plan(spec, self._restore_limits)
+            live = self._live(name, spec, checked)
+            live.load_state(state)
+            live.version = live.last_snapshot_version = header["version"]
+            live.last_snapshot_at = header["created_at"]
+            live.log_position = header.get("log_position")
+            live.incarnation = self._incarnation(name, state, live.incarnation)
+            live.fence = fence
+            self._attach(live)
+            replayed = self._replay(live) if self.settings.role != "api" else 0
+            live.records_since_snapshot = replayed
+            self.registry.add(live)
+        except (SnapshotError, ValueError, KeyError, Conflict) as error:
+            log.error("could not restore model %s: %s", name, error)
+            return None
+        live.lifecycle.serve()
+        self.metrics.track_model(live)
+        log.info(
+            "restored model %s at version %d (snapshot %d + %d log records)",
+            name,
+            live.version,
+            header["version"],
+            replayed,
+        )
+        return live
+
+    def _incarnation(self, name: str, state: dict, fresh: str) -> str:
+        """The restored model's incarnation: the store's (Redis), else the snapshot's."""
+        saved = state["service"]["scalars"].get(MODEL + "incarnation", fresh)
+        adopt = getattr(self.store, "adopt", None)
+        return adopt(name, saved) if adopt is not None else saved
+
+    def _replay(self, live: LiveModel) -> int:
+        """Learn the log records after the model's position (start-up recovery)."""
+        if live.journal is None:
+            return 0
+        started = time.perf_counter()
+        count = live.replay(self.feedback_log.read_after(live.name, live.log_position))
+        self.metrics.replay_duration.observe(time.perf_counter() - started)
+        self.metrics.replayed.labels(live.name).inc(count)
+        return count
+
+    def _attach(self, live: LiveModel) -> None:
+        """Give a model its journal; outside the ``all`` role, feedback is only logged (the
+        learner's consumer learns it)."""
+        if self.feedback_log is not None:
+            live.journal = Journal(self.feedback_log, live.name, live.incarnation)
+        live.learns = self.settings.role == "all"
+
+    def _live(self, name: str, spec: CreateModel, checked) -> LiveModel:
+        """A new live model of a checked create request (not yet serving)."""
+        settings = self.settings
+        answers = Answers(settings.idempotency_ttl, settings.idempotency_bytes)
+        return LiveModel(
+            name, spec, checked, build(checked), settings.metrics_window, answers=answers
+        )

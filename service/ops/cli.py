@@ -1,0 +1,484 @@
+"""lorentztron: online-learning models served over HTTP, or learned offline from files.
+
+examples:
+  lorentztron serve --port 8000
+  lorentztron learn data/a9a --kind dos --param rank=8 --n-features 123 -o a9a.safetensors
+  lorentztron eval data/a9a.t --model a9a.safetensors
+  lorentztron import a9a.safetensors --url http://127.0.0.1:8000 --key $WRITE_KEY"""
+
+from __future__ import annotations
+
+import os
+
+# The service runs its own threads (one per request in the pool); BLAS threads on top of them
+# only oversubscribe the cores (an alignment product took 10x longer with 2 OpenBLAS threads on
+# a busy 2-core machine). Set before numpy is imported; an explicit setting wins.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import uvicorn  # noqa: E402
+
+from service.config import get_settings  # noqa: E402
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger and message (the fields of an access
+    line, passed as ``extra={"fields": {...}}``, are merged in instead of its message)."""
+
+    #: (second, its text): one strftime per second, not per line
+    _second: tuple[int, str] = (-1, "")
+
+    def format(self, record: logging.LogRecord) -> str:
+        second, text = self._second
+        if int(record.created) != second:
+            second = int(record.created)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        entry = {
+            "ts": f"{text}.{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):  # an access line: its fields, merged
+            entry.update(fields)
+        else:
+            entry["message"] = record.getMessage()
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str) -> dict:
+    """Structured logs for our loggers and uvicorn's (its access log is replaced by ours,
+    which carries the request id)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json"}},
+        "loggers": {
+            "lorentztron": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "uvicorn": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+        },
+    }
+
+
+#: glibc's mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+
+
+def tune_malloc() -> bool:
+    """Keep freed memory for reuse (glibc only; False elsewhere or if refused).
+
+    By default glibc serves large allocations with their own ``mmap`` and unmaps them when
+    freed, so every bulk feedback request (tens of MB of temporaries: the body, the parsed
+    batch, its log record, the rollback copy, the averaging copies) faults its memory in
+    again page by page. Raising the mmap and trim thresholds keeps that memory for reuse, at
+    the price of a resident size that stays near its peak (docs/benchmarks.md has the
+    measurements)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # (int parameters: the trim threshold is at most 2 GiB - 1)
+    return bool(mallopt(M_MMAP_THRESHOLD, 1 << 30)) and bool(
+        mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1)
+    )
+
+
+def configure_process(settings) -> None:
+    """What ``lorentztron serve`` sets up in its process before uvicorn starts (the load
+    test's in-process profilers call it too): log records without the caller, thread and
+    process fields, which the JSON lines do not use (the "Optimization" section of the
+    logging HOWTO), and ``tune_malloc`` unless ``malloc_keep_freed`` is off."""
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    if settings.malloc_keep_freed:
+        tune_malloc()
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("lorentztron")
+    except PackageNotFoundError:  # pragma: no cover (a source tree without install)
+        return "unknown"
+
+
+def settings_help() -> str:
+    """Every setting with its default and the ``#:`` comment above it in ``Settings``."""
+    import inspect
+    import re
+    import textwrap
+
+    from service.config import Settings
+
+    comments: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(Settings).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            pending.append(stripped[2:].strip())
+            continue
+        field = re.match(r"\s{4}(\w+)\s*:", line)
+        if field and pending:
+            comments[field.group(1)] = " ".join(pending)
+        pending = []
+    lines = ["settings (environment variables; a .env file is not read):"]
+    for name, info in Settings.model_fields.items():
+        default = info.default if not callable(info.default_factory) else info.default_factory()
+        if isinstance(default, list):
+            default = ",".join(default) or "(none)"
+        text = comments.get(name, "").replace("``", "`")
+        lines.append(f"  LORENTZTRON_{name.upper()} (default {default})")
+        lines += textwrap.wrap(text, 88, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines)
+
+
+class ConfigurationError(Exception):
+    """A setting cannot be used: one line naming the variable."""
+
+
+def load_settings():
+    """The settings, or ConfigurationError naming each bad variable in one line."""
+    from pydantic import ValidationError
+
+    from service.main import check_role
+
+    get_settings.cache_clear()
+    try:
+        settings = get_settings()
+        check_role(settings)
+    except ValidationError as error:
+        problems = []
+        for e in error.errors():
+            variable = "LORENTZTRON_" + "_".join(str(p) for p in e["loc"]).upper()
+            problems.append(f"{variable}={e.get('input')!r}: {e['msg']}")
+        raise ConfigurationError("; ".join(problems)) from None
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from None
+    return settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="lorentztron", description=__doc__, formatter_class=raw)
+    parser.add_argument("--version", action="version", version=f"lorentztron {version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="start the HTTP service",
+        description="Start the HTTP service (uvicorn). Every setting is a LORENTZTRON_* "
+        "environment variable; --host and --port override two of them.",
+        formatter_class=raw,
+        epilog=settings_help(),
+    )
+    serve.add_argument("--host", help="address to listen on (LORENTZTRON_HOST)")
+    serve.add_argument("--port", type=int, help="port to listen on (LORENTZTRON_PORT)")
+
+    learn = commands.add_parser(
+        "learn",
+        help="learn a model from files",
+        formatter_class=raw,
+        description="Learn a model from svmlight or NDJSON files, in order, each example scored "
+        "before it is learned (progressive validation, shown as it goes), with the service's "
+        "own code; write it as a safetensors file that `lorentztron eval` and the service's "
+        "`PUT /v1/models/NAME` read.",
+        epilog="example:\n  lorentztron learn a9a --kind dos --param rank=8 --param C=0.1 "
+        "--n-features 123 -o a9a.safetensors",
+    )
+    learn.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    learn.add_argument("--kind", required=True, help="linear-pa, dos, pqr, mofm, perceptron, ...")
+    learn.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the kind (VALUE read as JSON, else as text); repeat",
+    )
+    size = learn.add_mutually_exclusive_group()
+    size.add_argument("--n-features", type=int, help="inputs (default: the files' widest row)")
+    size.add_argument("--hashed", type=int, help="hashed buckets for named features")
+    learn.add_argument(
+        "--classes",
+        help="comma-separated labels (default: the files' labels, sorted; 'none' for regression)",
+    )
+    learn.add_argument("--multiclass", choices=("ovo", "ovr", "ordinal"), default="ovo")
+    learn.add_argument("--averaging-interval", type=int, help="time-average every N examples")
+    learn.add_argument("--calibration", choices=("platt", "none"))
+    learn.add_argument("--name", help="the model's name (default: the first file's name)")
+    learn.add_argument("-o", "--output", type=Path, help="default: NAME.safetensors")
+    learn.add_argument("--quiet", action="store_true", help="no progress line")
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="score files with a model file",
+        formatter_class=raw,
+        description="Score svmlight or NDJSON files with a model file, without learning: "
+        "accuracy and log loss (classifiers), RMSE (regression).",
+        epilog="example:\n  lorentztron eval a9a.t --model a9a.safetensors",
+    )
+    evaluate.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    evaluate.add_argument("--model", type=Path, required=True, help="a .safetensors model file")
+    evaluate.add_argument("--variant", choices=("live", "averaged"), default="live")
+    evaluate.add_argument("--predictions", type=Path, help="write one JSON line per example")
+    evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress line")
+
+    for name, what in (("export", "download"), ("import", "upload")):
+        command = commands.add_parser(
+            name,
+            help=f"{what} a model file {'from' if name == 'export' else 'to'} a running service",
+            description=f"{what.capitalize()} a safetensors model file "
+            f"({'GET /v1/models/NAME/export' if name == 'export' else 'PUT /v1/models/NAME'}"
+            ").",
+        )
+        if name == "export":
+            command.add_argument("name", help="the model's name")
+            command.add_argument("-o", "--output", type=Path, help="default: NAME.safetensors")
+        else:
+            command.add_argument("file", type=Path, help="a .safetensors model file")
+            command.add_argument("--name", help="the new model's name (default: the file's)")
+        command.add_argument(
+            "--url",
+            default=os.environ.get("LORENTZTRON_URL", "http://127.0.0.1:8000"),
+            help="the service (default: $LORENTZTRON_URL or %(default)s)",
+        )
+        command.add_argument(
+            "--key",
+            default=os.environ.get("LORENTZTRON_KEY"),
+            help="a bearer key (default: $LORENTZTRON_KEY)",
+        )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            serve(args)
+        elif args.command == "learn":
+            learn(args)
+        elif args.command == "eval":
+            evaluate(args)
+        else:
+            transfer(args)
+    except (ConfigurationError, OSError, ValueError) as error:
+        print(f"lorentztron {args.command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def uvicorn_options(settings, host: str | None = None, port: int | None = None) -> dict:
+    """The keyword arguments of ``uvicorn.run`` for an app factory, as ``serve`` runs the
+    service (the load test's bare baseline app runs under the same)."""
+    return {
+        "factory": True,
+        "host": host or settings.host,
+        "port": port or settings.port,
+        "log_config": configure_logging(settings.log_level),
+        "access_log": False,
+    }
+
+
+def serve(args) -> None:
+    settings = load_settings()
+    configure_process(settings)
+    uvicorn.run("service.main:create_app", **uvicorn_options(settings, args.host, args.port))
+
+
+def _value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def learn(args) -> None:
+    from service.exceptions import ServiceError
+    from service.http.schemas import CreateModel
+    from service.ops import offline
+
+    params = {}
+    for item in args.param:
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise ValueError(f"--param {item!r}: give KEY=VALUE")
+        params[key] = _value(value)
+    width, labels = (None, None)
+    if args.n_features is None and args.hashed is None or args.classes is None:
+        width, labels = offline.scan(args.files)
+    spec = {
+        "name": args.name or _model_name(args.files[0]),
+        "kind": args.kind,
+        "params": params,
+        "input": {"hashed": args.hashed}
+        if args.hashed
+        else {"n_features": args.n_features or width},
+        "multiclass": args.multiclass,
+    }
+    if args.classes is None:
+        regression = params.get("task") == "regression"
+        if not regression:
+            spec["classes"] = labels
+    elif args.classes != "none":
+        spec["classes"] = [_label(v) for v in args.classes.split(",")]
+    if args.averaging_interval:
+        spec["averaging"] = {"interval": args.averaging_interval}
+    if args.calibration:
+        spec["calibration"] = args.calibration
+    try:
+        live = offline.new_model(CreateModel.model_validate(spec))
+        started = time.perf_counter()
+        offline.learn(live, args.files, None if args.quiet else ProgressBar("learn"))
+    except ServiceError as error:
+        raise ValueError(f"{error.code}: {error.message}") from None
+    except Exception as error:
+        if type(error).__name__ == "ValidationError":
+            raise ValueError(_validation(error)) from None
+        raise
+    output = args.output or Path(f"{live.name}.safetensors")
+    size = offline.save(live, output)
+    metrics = live.progressive.summary()
+    print(
+        f"learned {live.n_learned:,} examples in {time.perf_counter() - started:.2f} s: "
+        f"{_metrics_line(metrics)}"
+    )
+    print(f"wrote {output} ({size:,} bytes; model {live.name!r}, version {live.version})")
+
+
+def evaluate(args) -> None:
+    from service.exceptions import ServiceError
+    from service.ops import offline
+
+    live = offline.load(args.model)
+    predictions = open(args.predictions, "w") if args.predictions else None  # noqa: SIM115
+    try:
+        result = offline.evaluate(
+            live,
+            args.files,
+            args.variant,
+            None if args.quiet else ProgressBar("eval"),
+            predictions,
+        )
+    except ServiceError as error:
+        raise ValueError(f"{error.code}: {error.message}") from None
+    finally:
+        if predictions is not None:
+            predictions.close()
+    if args.json:
+        print(json.dumps({"model": live.name, "variant": args.variant, **result}))
+        return
+    shown = {k: v for k, v in result.items() if k not in ("examples", "seconds")}
+    print(
+        f"{live.name} ({live.spec.kind}, {args.variant}) on {result['examples']:,} examples: "
+        + "  ".join(f"{k} {_number(v)}" for k, v in shown.items())
+    )
+
+
+def transfer(args) -> None:
+    from service.client import Client, LorentztronError
+    from service.durability.interchange import load_model
+
+    try:
+        with Client(args.url, key=args.key) as client:
+            if args.command == "export":
+                output = args.output or Path(f"{args.name}.safetensors")
+                data = client.export(args.name)
+                output.write_bytes(data)
+                print(f"wrote {output} ({len(data):,} bytes)")
+            else:
+                data = args.file.read_bytes()
+                name = args.name or load_model(data)[0]["name"]
+                info = client.import_model(data, name)
+                print(f"created {info['name']!r} at version {info['version']} in {args.url}")
+    except LorentztronError as error:
+        raise ValueError(f"{error.code or error.status}: {error.message}") from None
+
+
+def _model_name(path: Path) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_-]", "-", path.name).strip("-") or "model"
+
+
+def _label(text: str):
+    value = _value(text)
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else text
+
+
+def _validation(error) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else first["msg"]
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _metrics_line(metrics: dict) -> str:
+    parts = []
+    for name in ("accuracy", "loss", "rmse"):
+        if metrics.get(name) is not None:
+            recent = metrics.get(f"recent_{name}")
+            label = f"{metrics['loss_kind']} loss" if name == "loss" else name
+            parts.append(f"{label} {_number(metrics[name])} (recent {_number(recent)})")
+    return ", ".join(parts) or "no metrics"
+
+
+class ProgressBar:
+    """A progress line on stderr: a bar, examples, live metrics (on a terminal, redrawn in
+    place at most ten times a second; otherwise one line per tenth of the work)."""
+
+    def __init__(self, what: str, width: int = 24):
+        self.what = what
+        self.width = width
+        self.stream = sys.stderr
+        self.tty = self.stream.isatty()
+        self.shown = -1.0
+        self.step = -1
+
+    def __call__(self, progress) -> None:
+        share = progress.done / max(progress.total, 1)
+        now = time.monotonic()
+        step = int(share * 10)
+        if self.tty and now - self.shown < 0.1 and share < 1:
+            return
+        if not self.tty and step == self.step:
+            return
+        self.shown, self.step = now, step
+        filled = round(share * self.width)
+        metrics = progress.metrics
+        shown = (
+            _metrics_line(metrics)
+            if "loss_kind" in metrics
+            else "  ".join(f"{k} {_number(v)}" for k, v in metrics.items() if k != "examples")
+        )
+        line = (
+            f"{self.what} [{'#' * filled}{'.' * (self.width - filled)}] {100 * share:3.0f}%  "
+            f"{progress.examples:,} examples  {shown}"
+        )
+        self.stream.write(("\r" + line + "\033[K") if self.tty else line + "\n")
+        if self.tty and share >= 1:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The lifecycle of models through ``Models``: deletions made durable before anything is
+removed, finished after a failure or a crash, never undone; creation durable before it
+serves."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.http.schemas import spec_from_json, spec_to_json
+from service.main import create_app
+from tests.service.conftest import TestClient, create, wait_for
+
+
+def feed(client, n=3):
+    examples = [{"x": [float(i), 1.0, -1.0], "label": 1 if i % 2 else -1} for i in range(n)]
+    return client.post("/v1/models/m/feedback", json={"examples": examples})
+
+
+def test_a_deletion_whose_files_cannot_be_removed_is_finished_later(settings, monkeypatch):
+    """The tombstone is the commit point: DELETE answers 204 although the store failed to
+    remove the files, the model is gone at once, and the next start finishes the deletion
+    before restoring anything (the model never comes back)."""
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        assert feed(client).status_code == 200
+        store = client.app.state.components.models.store
+
+        def broken(name):
+            raise OSError("disk went read-only")
+
+        monkeypatch.setattr(store, "delete", broken)
+        assert client.delete("/v1/models/m").status_code == 204
+        assert client.get("/v1/models/m").status_code == 404
+        assert feed(client).status_code == 404
+        assert store.deleting() == ["m"] and (settings.snapshot_dir / "m").exists()
+    monkeypatch.undo()
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/v1/models/m").status_code == 404
+        assert client.app.state.components.models.store.deleting() == []
+        assert not (settings.snapshot_dir / "m").exists()
+        assert not (settings.snapshot_dir / ".log" / "m").exists()
+        create(client)  # the name is free again, with nothing of the old model
+        assert client.get("/v1/models/m").json()["examples_learned"] == 0
+
+
+def test_a_deletion_that_cannot_start_keeps_the_model_serving(settings, monkeypatch):
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        store = client.app.state.components.models.store
+
+        def broken(name):
+            raise OSError("no space left")
+
+        monkeypatch.setattr(store, "mark_deleting", broken)
+        refused = client.delete("/v1/models/m")
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "store_unavailable"
+        assert feed(client).status_code == 200  # still serving, still durable
+    monkeypatch.undo()
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/v1/models/m").json()["examples_learned"] == 3
+
+
+def test_the_worker_finishes_pending_deletions(settings, monkeypatch):
+    settings = settings.model_copy(update={"snapshot_interval": 0.2})
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        store = client.app.state.components.models.store
+        original = store.delete
+        failures = iter([OSError("busy")])
+
+        def flaky(name):
+            error = next(failures, None)
+            if error is not None:
+                raise error
+            original(name)
+
+        monkeypatch.setattr(store, "delete", flaky)
+        assert client.delete("/v1/models/m").status_code == 204
+        assert store.deleting() == ["m"]
+        wait_for(lambda: store.deleting() == [], timeout=10)
+        assert not (settings.snapshot_dir / "m").exists()
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_a_model_created_again_is_another_model(settings, fast_path):
+    """Prediction ids and feedback queues belong to one incarnation of a name."""
+    settings = settings.model_copy(update={"fast_path": fast_path})
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        pid = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 2, 3]}]})
+        pid = pid.json()["predictions"][0]["prediction_id"]
+        assert client.delete("/v1/models/m").status_code == 204
+        create(client)
+        answer = client.post(
+            "/v1/models/m/feedback", json={"examples": [{"prediction_id": pid, "label": 1}]}
+        )
+        assert answer.json()["error"]["code"] == "unknown_prediction_id"
+        assert feed(client).json()["version"] == 1
+
+
+def test_snapshots_from_before_calibration_restore_without_it():
+    """A create request kept by an older snapshot (absent fields as null, no calibration)."""
+    old = {"name": "m", "kind": "dos", "params": {}, "input": {"n_features": 3, "hashed": None}}
+    old |= {"classes": None, "multiclass": "ovo", "averaging": None}
+    spec = spec_from_json(old)
+    assert spec.calibration == "none" and spec.input.n_features == 3
+    assert spec_from_json(spec_to_json(spec)) == spec

@@ -1,0 +1,135 @@
+"""One learner and two api replicas as separate processes on loopback against one Redis:
+feedback posted to either replica is logged, learned by the learner and published; both
+replicas converge to the learner's version and predict identically to it."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.service.conftest import RedisServer, wait_for
+from tests.service.server import roles, start_all, stop_all
+
+SPEC = {
+    "name": "m",
+    "kind": "dos",
+    "params": {"rank": 2, "seed": 1},
+    "input": {"n_features": 5},
+    "averaging": {"interval": 5},
+}
+
+
+def version(url) -> int | None:
+    """The model's version served at ``url`` (or by a test client)."""
+    get = url.get if hasattr(url, "get") else lambda path: httpx.get(f"{url}{path}", timeout=5)
+    response = get("/v1/models/m")
+    return response.json()["version"] if response.status_code == 200 else None
+
+
+def test_two_replicas_converge_to_the_learner(tmp_path):
+    redis_server = RedisServer(tmp_path)
+    redis_server.start()
+    learner, replicas = roles(redis_server.url, tmp_path)
+    try:
+        start_all((learner, *replicas))
+        assert httpx.post(f"{replicas[0].url}/v1/models", json=SPEC).status_code == 201
+        wait_for(lambda: version(learner.url) == 0 and version(replicas[1].url) == 0, timeout=30)
+
+        rng = np.random.default_rng(0)
+        batches = 0
+        for round_ in range(30):
+            X = rng.standard_normal((3, 5))
+            body = {"examples": [{"x": x.tolist(), "label": 1 if x[0] > 0 else -1} for x in X]}
+            url = replicas[round_ % 2].url
+            response = httpx.post(f"{url}/v1/models/m/feedback", json=body)
+            assert response.status_code == 200, response.text
+            assert response.json()["logged"] == 3 and response.json()["learned"] == 0
+            batches += 1
+        # the learner learns every logged batch once, in log order (one version per batch)
+        wait_for(lambda: version(learner.url) == batches, timeout=30)
+        wait_for(lambda: all(version(r.url) == batches for r in replicas), timeout=30)
+
+        instances = {"instances": [{"x": rng.standard_normal(5).tolist()} for _ in range(4)]}
+        for variant in ("live", "averaged"):
+            answers = [
+                httpx.post(f"{s.url}/v1/models/m/predict?variant={variant}", json=instances).json()[
+                    "predictions"
+                ]
+                for s in (learner, *replicas)
+            ]
+            scores = [[p["score"] for p in answer] for answer in answers]
+            assert scores[0] == scores[1] == scores[2], variant
+
+        # replicas serve, they do not write snapshots
+        refused = httpx.post(f"{replicas[0].url}/v1/models/m/snapshots")
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "wrong_role"
+        for replica in replicas:
+            metrics = httpx.get(f"{replica.url}/metrics").text
+            count = re.search(r'lorentztron_freshness_seconds_count\{model="m"\} (\S+)', metrics)
+            total = re.search(r'lorentztron_freshness_seconds_sum\{model="m"\} (\S+)', metrics)
+            assert count and float(count.group(1)) > 0
+            assert float(total.group(1)) / float(count.group(1)) < 1.0  # mean delay < 1 s
+            assert f'lorentztron_model_version{{model="m"}} {float(batches)}' in metrics
+            # versions after the first come as deltas (service.scale.deltas)
+            deltas = re.search(r'lorentztron_version_loads_total\{kind="delta"\} (\S+)', metrics)
+            assert deltas and float(deltas.group(1)) > 0
+
+        # a model deleted on one replica disappears everywhere
+        assert httpx.delete(f"{replicas[1].url}/v1/models/m").status_code == 204
+        wait_for(
+            lambda: version(learner.url) is None and version(replicas[0].url) is None, timeout=30
+        )
+    finally:
+        stop_all((*replicas, learner))
+        redis_server.stop()
+
+
+def test_roles_need_redis():
+    from service.config import Settings
+    from service.main import create_app
+
+    with pytest.raises(ValueError, match="LORENTZTRON_REDIS_URL"):
+        create_app(Settings(role="api"))
+
+
+def test_a_learner_learns_on_while_a_publication_hangs(redis_server, tmp_path):
+    """The learner publishes in a thread of its own: a publication that takes long (the
+    one after an averaging step uploads the whole average) does not hold the learning."""
+    from service.config import Settings
+    from service.main import create_app
+    from tests.service.conftest import TestClient
+
+    settings = Settings(
+        snapshot_dir=tmp_path / "snapshots",
+        redis_url=redis_server.url,
+        role="learner",
+        publish_interval=0.05,
+    )
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/models", json=SPEC).status_code == 201
+        learner = client.app.state.startup.role_loop
+        wait_for(lambda: "m" in learner.held_leases() and version(client) == 0, timeout=30)
+        writer = learner.models.writer
+        entered, release = threading.Event(), threading.Event()
+        publish = writer.publish
+
+        def hanging(live):
+            entered.set()
+            release.wait(30)
+            return publish(live)
+
+        writer.publish = hanging
+        try:
+            post = {"examples": [{"x": [1.0, 0, 0, 0, 0], "label": 1}]}
+            assert client.post("/v1/models/m/feedback", json=post).status_code == 200
+            assert entered.wait(10)  # the publication of that version hangs ...
+            for _ in range(3):
+                assert client.post("/v1/models/m/feedback", json=post).status_code == 200
+            wait_for(lambda: version(client) == 4, timeout=10)  # ... and learning goes on
+        finally:
+            release.set()
+        wait_for(lambda: learner.models.get("m").published_version == 4, timeout=10)
