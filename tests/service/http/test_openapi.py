@@ -23,7 +23,7 @@ from service.model.kinds import KINDS
 from tests.service.conftest import TestClient
 from tests.service.server import ServiceProcess
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

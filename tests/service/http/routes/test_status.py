@@ -19,7 +19,7 @@ from tests.service.conftest import TestClient, create
 from tests.service.test_end_to_end import ServerThread
 from tests.system import require_program
 
-DOCS = Path(__file__).resolve().parents[3] / "docs"
+DOCS = Path(__file__).resolve().parents[4] / "docs"
 
 
 def test_page_is_self_contained(client):
