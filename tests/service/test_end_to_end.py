@@ -158,7 +158,7 @@ def test_concurrent_feedback_is_some_sequential_order(tmp_path):
             list(pool.map(worker, range(n_threads)))
         live = app.state.components.models.get("m")
         served = state_digest(live.estimator.get_state())
-        assert live.n_learned == X.shape[0]
+        assert live.champion.counters.examples_learned == X.shape[0]
     versions = sorted(v for v, _ in acknowledged)
     assert versions == list(range(1, n_threads * per_thread + 1))
     reference = Averaged(

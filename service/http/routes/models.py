@@ -8,6 +8,7 @@ from service.http.deps import App, Read, Write
 from service.http.openapi import errors
 from service.http.schemas import CreateModel, ModelInfo, ModelList
 from service.http.threads import run_sync
+from service.http.views import model_info
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -26,7 +27,7 @@ def create_model(spec: CreateModel, app: App, request: Request, response: Respon
     """Create a named model; it is durable (its first snapshot written) before the answer.
     With an `Idempotency-Key`, a retry gets the first answer again."""
     key = key_of(request.headers.get(HEADER), "create", "", spec.model_dump_json().encode())
-    answer = app.models.create(spec, key)
+    answer = app.models.create(spec, model_info, key)
     response.headers["Location"] = f"/v1/models/{spec.name}"
     response.headers.update(answer_headers(answer) or {})
     return answer
@@ -35,7 +36,7 @@ def create_model(spec: CreateModel, app: App, request: Request, response: Respon
 @router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
 def list_models(app: App) -> dict:
     """Every live model with its counters and progressive metrics."""
-    return {"models": [live.info() for live in app.models.serving()]}
+    return {"models": [live.describe(model_info) for live in app.models.serving()]}
 
 
 @router.get(
@@ -43,7 +44,7 @@ def list_models(app: App) -> dict:
 )
 def get_model(name: str, app: App) -> dict:
     """One model: config, counters, version and progressive metrics."""
-    return app.models.get(name).info()
+    return app.models.get(name).describe(model_info)
 
 
 @router.delete(
@@ -93,7 +94,7 @@ async def import_model(name: str, request: Request, app: App, response: Response
     the answer, like a create (409 if the name is taken). Takes an `Idempotency-Key`."""
     data = await request.body()
     key = key_of(request.headers.get(HEADER), "import", name, data)
-    answer = await run_sync(app.executor, app.models.import_model, data, name, key)
+    answer = await run_sync(app.executor, app.models.import_model, data, name, model_info, key)
     response.headers["Location"] = f"/v1/models/{name}"
     response.headers.update(answer_headers(answer) or {})
     return answer

@@ -7,10 +7,9 @@ import pytest
 from core.base import state_digest
 from core.features import batch_from_rows
 from service.durability.feedback_log import FileLog, LogUnavailable, decode_record
-from service.durability.journal import Journal
 from service.exceptions import InvalidRequest, ServiceError, Unavailable
 from service.http.schemas import CreateModel
-from service.model.kinds import Limits, build, plan
+from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 
 
@@ -19,13 +18,15 @@ def _live_with_log(tmp_path, **spec):
         {"name": "m", "kind": "dos", "params": {"rank": 1}, "input": {"n_features": 2}, **spec}
     )
     checked = plan(spec, Limits(1 << 20, 100, 50_000))
-    live = LiveModel("m", spec, checked, build(checked), metrics_window=10)
-    live.journal = Journal(FileLog(tmp_path, fsync="none"), "m", live.incarnation)
-    return live
+    return LiveModel("m", spec, checked, metrics_window=10, log=FileLog(tmp_path, fsync="none"))
 
 
 def logged(live):
     return list(live.journal.log.read_after("m", None))
+
+
+def learned(live) -> int:
+    return live.champion.counters.examples_learned
 
 
 def test_values_whose_norm_overflows_are_refused_before_the_log(tmp_path):
@@ -77,11 +78,11 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
 
     monkeypatch.setattr(live.journal.log, "append_many", counted)
     outcomes, position = live.learn_group([ok, huge, other])
-    assert appends == [2] and position == 2 and live.log_position == 2
+    assert appends == [2] and position == 2 and live.record.log_position == 2
     assert isinstance(outcomes[1], InvalidRequest)
     assert not outcomes[1].applied
     assert [outcomes[0]["version"], outcomes[2]["version"]] == [1, 2]
-    assert live.n_learned == 2 and live.records_since_snapshot == 2
+    assert learned(live) == 2 and live.record.records_since_snapshot == 2
     reference = _live_with_log(tmp_path / "b")
     for item in (ok, other):
         reference.learn(*item)
@@ -99,7 +100,7 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
     assert position is None  # nothing to make durable
     assert all(isinstance(e, Unavailable) for e in refused)
     assert [(e.code, e.applied) for e in refused] == [("log_unavailable", False)] * 2
-    assert live.n_learned == 2 and live.version == 2
+    assert learned(live) == 2 and live.version == 2
 
 
 def test_learn_group_that_cannot_wait_does_nothing_unless_model_and_log_are_free(tmp_path):
@@ -114,25 +115,22 @@ def test_learn_group_that_cannot_wait_does_nothing_unless_model_and_log_are_free
         assert live.learn_group([item], blocking=False) is None
     with live.journal.log._state("m").lock:  # a trim
         assert live.learn_group([item], blocking=False) is None
-    live.journal.uncertain = True
-    assert live.learn_group([item], blocking=False) is None
-    live.journal.uncertain = False
-    assert live.version == 1 and live.n_learned == 1 and len(logged(live)) == 1
+    assert live.version == 1 and learned(live) == 1 and len(logged(live)) == 1
     [answer], position = live.learn_group([item], blocking=False)
-    assert answer["version"] == 2 and position == 2 == live.log_position
+    assert answer["version"] == 2 and position == 2 == live.record.log_position
     assert not live.lock._writer  # released
     reference = _live_with_log(tmp_path / "reference")
     for _ in range(2):
         reference.learn(*item)
     assert state_digest(live.estimator.get_state()) == state_digest(reference.estimator.get_state())
-    live.learns = False  # an api replica only logs: never on the loop
-    assert live.learn_group([item], blocking=False) is None
+    replica = LiveModel("m", live.spec, live.plan, 10, log=live.journal.log, learns=False)
+    assert replica.learn_group([item], blocking=False) is None  # only logs: never on the loop
 
 
 def _live(n_features: int, **spec) -> LiveModel:
     spec = CreateModel.model_validate({"name": "m", "input": {"n_features": n_features}, **spec})
     checked = plan(spec, Limits(1 << 27, 1000, 50_000))
-    return LiveModel("m", spec, checked, build(checked), metrics_window=10)
+    return LiveModel("m", spec, checked, metrics_window=10)
 
 
 def test_quick_bounds_the_work_learned_on_the_event_loop():
@@ -155,5 +153,5 @@ def test_quick_bounds_the_work_learned_on_the_event_loop():
     assert not averaged.quick(one)  # the third example folds 2^14 x 64 floats
     averaged.learn(one, np.array([1]))
     assert averaged.quick(one)
-    dos.learns = False
-    assert not dos.quick(one)
+    replica = LiveModel("m", dos.spec, dos.plan, 10, learns=False)
+    assert not replica.quick(one)

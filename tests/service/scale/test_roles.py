@@ -132,4 +132,4 @@ def test_a_learner_learns_on_while_a_publication_hangs(redis_server, tmp_path):
             wait_for(lambda: version(client) == 4, timeout=10)  # ... and learning goes on
         finally:
             release.set()
-        wait_for(lambda: learner.models.get("m").published_version == 4, timeout=10)
+        wait_for(lambda: learner.models.get("m").record.published_version == 4, timeout=10)

@@ -140,10 +140,10 @@ def test_prediction_ids_survive_a_refusal_that_applied_nothing(client, monkeypat
     }
     refused = client.post("/v1/models/m/feedback", json=overflow)
     assert refused.status_code == 422 and "overflows" in refused.json()["error"]["message"]
-    assert live.n_learned == 0
+    assert live.champion.counters.examples_learned == 0
     for answer in (body, {"examples": [{"prediction_id": second["prediction_id"], "label": -1}]}):
         assert client.post("/v1/models/m/feedback", json=answer).status_code == 200
-    assert live.n_learned == 2
+    assert live.champion.counters.examples_learned == 2
     again = client.post("/v1/models/m/feedback", json=body)
     assert again.status_code == 422 and again.json()["error"]["code"] == "unknown_prediction_id"
 
