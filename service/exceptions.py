@@ -106,6 +106,10 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "method_not_allowed": (MethodNotAllowed, "the path does not take this method"),
     "model_exists": (Conflict, "a model with this name exists"),
     "too_many_models": (Conflict, "the service holds its maximum number of models"),
+    "memory_budget_exceeded": (
+        Conflict,
+        "the models would hold more memory than the budget (MAX_TOTAL_BYTES)",
+    ),
     "wrong_role": (Conflict, "snapshot or restore on an api replica"),
     "snapshot_mismatch": (Conflict, "the snapshot was taken from another configuration"),
     "idempotency_key_in_use": (

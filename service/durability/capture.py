@@ -69,9 +69,11 @@ def prepare_buffers(estimator: Estimator, buffers: dict) -> None:
 
 
 def estimator_state(estimator: Estimator, buffers: dict | None) -> dict:
-    """``estimator.get_state(order="K")``, its arrays copied into ``buffers`` when given."""
+    """The estimator's state, its arrays copied into ``buffers``; None: the estimator's own
+    arrays, not copied (for a capture written while the model's writer lock is held, which
+    nothing changes meanwhile: no copy of a large model on top of the encoding)."""
     if buffers is None:
-        return estimator.get_state(order="K")
+        return {**estimator.get_state_meta(), "arrays": dict(estimator.arrays())}
     arrays = {}
     for name, array in estimator.arrays():
         buffer, _ = buffer_for(buffers, name, array)

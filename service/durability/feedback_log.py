@@ -67,6 +67,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from core.features import CSRBatch
+from service.ops import failpoints
 from service.scale.keys import RedisKeys
 from service.scale.leases import LeaseLost
 from service.scale.redis_client import refresh_topology
@@ -544,6 +545,7 @@ class RedisLog:
                     ids = self._append_waiting(keys, [incarnation, *records])
                 else:
                     ids = self._append_script(keys=keys, args=[incarnation, *records])
+                failpoints.reach("redis_log.appended")
                 if ids == b"GONE":
                     raise ModelGone(f"model {model!r} was deleted (or replaced) elsewhere")
                 return [entry_id.decode() for entry_id in ids]
@@ -594,6 +596,7 @@ class RedisLog:
                     self._check_replicas(replicas)
             else:
                 reply = self._append_once_script(keys=keys, args=args)
+            failpoints.reach("redis_log.appended")
         except LogUnavailable:
             raise
         except Exception as error:

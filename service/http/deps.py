@@ -36,6 +36,10 @@ class Components:
     def __post_init__(self):
         self.groups = FeedbackGroups(self)
 
+    def warmed_up(self) -> None:
+        """The per-request kernels are compiled (``/readyz``)."""
+        self.warm = True
+
 
 async def components(request: Request) -> Components:
     return request.app.state.components

@@ -169,6 +169,13 @@ class LiveModel:
             self.lock.release_read()
         return version, labels, scores, probabilities
 
+    def memory(self) -> int:
+        """The bytes the model's arrays and its snapshot capture buffers hold now (what
+        ``Plan.nbytes`` counts before the model is built)."""
+        with self.lock.read():
+            arrays = sum(a.nbytes for _, a in self.champion.estimator.arrays())
+            return arrays + sum(b.nbytes for b in self._buffers.values())
+
     def parameter_norm(self) -> float:
         """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
         with self.lock.read():
@@ -521,6 +528,9 @@ class LiveModel:
             return self._capture(self._buffers if full else None, arrays=full), delta(self)
 
     def _capture(self, buffers: dict | None, arrays: bool = True) -> Capture:
+        """The model's state and record marks (read or writer lock held): its arrays copied
+        into ``buffers``, or (None) the estimator's own, for a capture written before the
+        writer lock is released (``save_held``, ``_commit``), or none (``arrays`` false)."""
         estimator = self.champion.estimator
         if arrays:
             state = capture.estimator_state(estimator, buffers)

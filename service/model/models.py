@@ -35,7 +35,8 @@ from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
 from service.http.schemas import CreateModel, spec_from_json, spec_to_json
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel, View
-from service.model.registry import Registry
+from service.model.registry import Registry, over_budget
+from service.ops.machine import memory_limit
 
 log = logging.getLogger("lorentztron")
 
@@ -62,6 +63,8 @@ class Models:
         self.limits = Limits(
             settings.max_model_floats, settings.max_submodels, settings.averaging_interval
         )
+        #: the bytes all models may hold together (``Plan.nbytes``)
+        self.budget = settings.max_total_bytes or memory_limit() // 2
         #: a model that exists is restored whatever the limits are now
         self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
         #: the api role serves published versions and never writes a snapshot
@@ -119,6 +122,7 @@ class Models:
         if len(self.registry) >= self.settings.max_models:
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
         checked = plan(spec, self.limits)
+        over_budget(self.registry.nbytes, checked.nbytes, self.budget)  # before allocating
         if checked.kind.margins:  # the default made explicit: snapshots keep what was built
             resolved = "platt" if checked.calibrated else "none"
             spec = spec.model_copy(update={"calibration": resolved})
@@ -130,7 +134,7 @@ class Models:
                 raise InvalidRequest(
                     "invalid_input", f"the model's state does not fit its spec: {error}"
                 ) from None
-        self.registry.add(live, self.settings.max_models)
+        self.registry.add(live, self.settings.max_models, self.budget)
         try:
             if spec.name in self.store.deleting():  # an earlier model's, not yet finished
                 self._remove_files(spec.name)

@@ -12,6 +12,7 @@ from service.http.bodies import media_type
 from service.http.deps import App, Components, Write
 from service.http.openapi import errors, feedback_body
 from service.http.schemas import FeedbackResponse
+from service.ops import failpoints
 
 router = APIRouter(prefix="/v1/models", tags=["feedback"])
 
@@ -54,6 +55,8 @@ async def serve(app: Components, name: str, headers, body: Callable[[], Awaitabl
     key = key_of(headers.get(HEADER), "feedback", media_type(content_type), data)
     live = app.models.enter(name)
     try:
-        return await app.groups.submit(live, content_type, data, key)
+        answer = await app.groups.submit(live, content_type, data, key)
     finally:
         app.models.leave(live)
+    failpoints.reach("feedback.answer")
+    return answer

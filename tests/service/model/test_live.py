@@ -7,6 +7,8 @@ import pytest
 from core.base import state_digest
 from core.features import batch_from_rows
 from service.durability.feedback_log import FileLog, LogUnavailable, decode_record
+from service.durability.idempotency import Key, Replayed
+from service.durability.journal import Feedback
 from service.exceptions import InvalidRequest, ServiceError, Unavailable
 from service.http.schemas import CreateModel
 from service.model.kinds import Limits, plan
@@ -155,3 +157,60 @@ def test_quick_bounds_the_work_learned_on_the_event_loop():
     assert averaged.quick(one)
     replica = LiveModel("m", dos.spec, dos.plan, 10, learns=False)
     assert not replica.quick(one)
+
+
+class LostReplies:
+    """A file log whose next ``lose`` appends land but answer as a Redis log does when its
+    reply is lost (``maybe_written``)."""
+
+    def __init__(self, log: FileLog):
+        self.log = log
+        self.lose = 0
+
+    def __getattr__(self, name):
+        return getattr(self.log, name)
+
+    def append_many(self, model, records, incarnation=None):
+        positions = self.log.append_many(model, records, incarnation)
+        if self.lose:
+            self.lose -= 1
+            raise LogUnavailable("Timeout reading from socket", maybe_written=True)
+        return positions
+
+    def try_append(self, model, records):
+        return None  # (a Redis log never appends without waiting)
+
+
+@pytest.mark.parametrize("between", [False, True])
+def test_a_keyed_retry_after_a_lost_reply_is_learned_once(tmp_path, between):
+    """An append whose reply was lost answers 503 saying the examples may have been logged;
+    the retry with the same key gets the first outcome (``Replayed``) and the record is
+    learned exactly once, whether the retry comes first or another request comes between
+    (its append learns the lost record first)."""
+    log = LostReplies(FileLog(tmp_path, fsync="none"))
+    spec = CreateModel.model_validate(
+        {"name": "m", "kind": "dos", "params": {"rank": 1}, "input": {"n_features": 2}}
+    )
+    live = LiveModel("m", spec, plan(spec, Limits(1 << 20, 100, 50_000)), 10, log=log)
+    batch = batch_from_rows([(np.array([0]), np.array([1.0]))])
+    key = Key("once-1", "f" * 32)
+    item = Feedback(batch, np.array([1]), True, key)
+    log.lose = 1
+    [lost], _ = live.learn_group([item])
+    assert isinstance(lost, Unavailable) and lost.code == "log_unavailable" and lost.applied
+    assert "may have been logged" in lost.message and "nothing was learned" not in lost.message
+    assert learned(live) == 0 and live.journal.uncertain
+    if between:
+        other = Feedback(batch_from_rows([(np.array([1]), np.array([2.0]))]), np.array([0]))
+        [answer], _ = live.learn_group([other])
+        assert answer["version"] == 2 and learned(live) == 2
+        assert live.claim(key).replay(key)["version"] == 1  # answered before it is learned
+        return
+    assert live.claim(key) is None  # the lost record is not learned yet: the key is new
+    [again], _ = live.learn_group([item])
+    live.answers.release(key)
+    assert isinstance(again, Replayed) and again["version"] == 1 and again["learned"] == 1
+    assert learned(live) == 1 and live.version == 1 and len(logged(live)) == 1
+    assert not live.journal.uncertain
+    with pytest.raises(InvalidRequest, match="another request"):  # the key, another body
+        live.claim(key).replay(Key("once-1", "0" * 32))

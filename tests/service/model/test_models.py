@@ -8,6 +8,7 @@ import pytest
 
 from service.http.schemas import spec_from_json, spec_to_json
 from service.main import create_app
+from service.model.kinds import SUBMODEL_OVERHEAD_FLOATS, WINDOW_SLOT_FLOATS
 from tests.service.conftest import TestClient, create, wait_for
 
 
@@ -106,3 +107,62 @@ def test_snapshots_from_before_calibration_restore_without_it():
     spec = spec_from_json(old)
     assert spec.calibration == "none" and spec.input.n_features == 3
     assert spec_from_json(spec_to_json(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kind": "dos", "params": {"rank": 8}, "averaging": {"interval": 10}},
+        {"kind": "linear-pa"},
+        {"kind": "dos", "params": {"rank": 8, "dtype": "float32"}},
+        {"kind": "linear-pa", "classes": [0, 1, 2, 3]},
+        {"kind": "pqr", "params": {"k": 4}},
+        {"kind": "mofm", "classes": [0, 1, 2], "params": {"n_basis": 4}},
+    ],
+)
+def test_a_model_holds_what_its_plan_counts(settings, spec):
+    """``Plan.nbytes`` (what ``MAX_MODEL_FLOATS`` and ``MAX_TOTAL_BYTES`` count) covers the
+    arrays a model holds once it has been snapshotted: its learned arrays and the buffers
+    its snapshots are captured into; within the sub-models' allowance for their objects."""
+    with TestClient(create_app(settings)) as client:
+        kind = spec.pop("kind")
+        create(client, kind=kind, n_features=2000, **spec)
+        live = client.app.state.components.models.get("m")
+        assert client.post("/v1/models/m/snapshots").status_code == 201
+        held, plan = live.memory(), live.plan
+        copies = 2 if plan.averaging else 1
+        objects = 2 * 8 * SUBMODEL_OVERHEAD_FLOATS * plan.submodels * copies
+        window = 8 * WINDOW_SLOT_FLOATS * plan.params.get("reservoir_size", 0)
+        assert held <= plan.nbytes <= held + objects + window + 4096
+
+
+def test_the_memory_budget_refuses_a_model_before_building_it(settings):
+    """``MAX_TOTAL_BYTES``: a create or an import that would take the models past it is
+    refused (409 ``memory_budget_exceeded``) before anything is allocated, and nothing is
+    created; a deletion makes room again."""
+    spec = {"params": {"rank": 8}, "n_features": 5000}
+    with TestClient(create_app(settings)) as client:
+        create(client, name="probe", **spec)
+        one = client.app.state.components.models.get("probe").plan.nbytes
+    budgeted = settings.model_copy(update={"max_total_bytes": 2 * one + one // 2})
+    with TestClient(create_app(budgeted)) as client:
+        assert client.get("/v1/models").json()["models"][0]["name"] == "probe"
+        create(client, name="a", **spec)
+        refused = client.post(
+            "/v1/models",
+            json={"name": "b", "kind": "dos", "params": {"rank": 8}, "input": {"n_features": 5000}},
+        )
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "memory_budget_exceeded" and "MAX_TOTAL_BYTES" in error["message"]
+        assert error["details"] == {"held": 2 * one, "needed": one, "budget": 2 * one + one // 2}
+        exported = client.get("/v1/models/a/export").content
+        headers = {"content-type": "application/octet-stream"}
+        imported = client.put("/v1/models/c", content=exported, headers=headers)
+        assert imported.status_code == 409 and imported.json()["error"]["code"] == (
+            "memory_budget_exceeded"
+        )
+        names = [m["name"] for m in client.get("/v1/models").json()["models"]]
+        assert names == ["a", "probe"] and client.get("/v1/models/b").status_code == 404
+        assert client.delete("/v1/models/probe").status_code == 204
+        create(client, name="b", **spec)
