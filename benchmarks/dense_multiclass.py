@@ -45,7 +45,7 @@ import numpy as np
 import core.stacking as stacking
 from benchmarks.environment import ROOT, environment
 from benchmarks.markdown import replace_section
-from benchmarks.service_durability.processes import service, wait_ready
+from benchmarks.service_durability.processes import service
 from benchmarks.timing import Samples, Timing, interleaved, timed
 from core.averaging import Averaged
 from core.calibration import Calibrated
@@ -269,9 +269,10 @@ def measure(X, y, body: int, repeats: int, before: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         env["LORENTZTRON_SNAPSHOT_DIR"] = directory
         earlier = before and Before(before, X, y, body, directory)
-        process, url = service(env)
-        with process, httpx.Client(base_url=url, timeout=600) as client:
-            wait_ready(url)
+        with (
+            service(env).start() as process,
+            httpx.Client(base_url=process.url, timeout=600) as client,
+        ):
             server, pipelined = (Server(client, process.process.pid, bodies, n, k) for k in (1, 2))
             server.warm_up(svmlight(X[:100], y[:100]))
             interleaved(
