@@ -188,11 +188,13 @@ class Before:
         self.predictions: np.ndarray | None = None
 
     def run(self) -> None:
+        # the checkout first on the child's import path (the script, run by its path, adds
+        # only its own folder, which holds no ``core``)
         script = ROOT / "benchmarks" / "predict_before.py"
         command = [sys.executable, str(script), self.checkout, self.rows, f"--body={self.body}"]
         answer = subprocess.run(
             command, capture_output=True, text=True, check=True,
-            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": self.checkout},
         )  # fmt: skip
         result = json.loads(answer.stdout.splitlines()[-1])
         self.samples.add(Timing(result["cpu"], result["wall"]), self.body)

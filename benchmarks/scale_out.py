@@ -301,7 +301,7 @@ def render(result: dict) -> str:
         "",
         f"One learner, one api replica, Redis (`appendfsync everysec`); single-example "
         f"feedback posted to the replica at {settings['feedback_rate']:,.0f} requests/s (open "
-        f"loop, `deploy/loadtest/loadgen.py --client raw`) for "
+        f"loop, `python -m deploy.loadtest.loadgen --client raw`) for "
         f"{settings['freshness_duration']:g} s; publication every 0.25 s, a full snapshot "
         f"every {settings.get('full_every', 40)} publications with deltas. Freshness: the "
         "replica's `lorentztron_freshness_seconds` (per loaded version, the delay of its "

@@ -8,7 +8,7 @@
 3. Predict throughput with one and two api replicas (one learner, Redis).
 4. Freshness: the delay from an acknowledged feedback to an api replica serving it.
 
-Load comes from ``deploy/loadtest/loadgen.py`` (``--client raw``) on the same 2-core
+Load comes from ``python -m deploy.loadtest.loadgen`` (``--client raw``) on the same 2-core
 machine; each configuration runs ``--repeats`` times and the medians are reported.
 
 Parts: :mod:`~benchmarks.service_durability.processes` (servers, Redis and load generators

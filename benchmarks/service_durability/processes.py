@@ -15,7 +15,8 @@ import httpx
 
 from benchmarks.servers import ROOT, RedisServer, ServiceProcess, start_all
 
-LOADGEN = ROOT / "deploy" / "loadtest" / "loadgen.py"
+#: the load generator (``python -m deploy.loadtest.loadgen``), run from the repository root
+LOADGEN = (sys.executable, "-m", "deploy.loadtest.loadgen")
 #: the model every measurement serves (DoS over hashed features)
 MODEL = {"kind": "dos", "rank": 16, "n_features": 1 << 18, "nnz": 30}
 
@@ -32,7 +33,7 @@ def loadgen(url: str, mode: str, duration: float, extra: list[str] | None = None
     """One run of the load generator against ``url``; its JSON summary."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         args = [
-            sys.executable, str(LOADGEN), "--url", url, "--mode", mode, "--client", "raw",
+            *LOADGEN, "--url", url, "--mode", mode, "--client", "raw",
             "--duration", str(duration), "--warmup", "1", "--kind", MODEL["kind"],
             "--rank", str(MODEL["rank"]), "--n-features", str(MODEL["n_features"]),
             "--nnz", str(MODEL["nnz"]), "--json", out.name, *(extra or []),

@@ -6,7 +6,6 @@ import contextlib
 import json
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -72,8 +71,7 @@ def _predict_on_every_replica(urls: list[str], duration: float, directory: Path)
     generators = [
         subprocess.Popen(
             [
-                sys.executable,
-                str(LOADGEN),
+                *LOADGEN,
                 "--url",
                 url,
                 "--mode",
