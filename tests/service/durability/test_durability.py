@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.servers import RedisServer, ServiceProcess
 from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from service.durability.feedback_log import FileLog, RedisLog, decode_record
 from service.durability.store import LocalStore, RedisStore, decode
-from tests.service.conftest import RedisServer
-from tests.service.server import ServiceProcess
 
 N_FEATURES = 6
 SPEC = {

@@ -324,7 +324,8 @@ def test_redis_log_replicated_waits_for_the_replicas_the_master_has(redis_server
     once its replica has the records, false while the replica does not answer."""
     import signal
 
-    from tests.service.conftest import RedisServer, wait_for
+    from benchmarks.servers import RedisServer
+    from tests.service.conftest import wait_for
 
     client = redis.Redis.from_url(redis_server.url)
     journal = RedisLog(client, prefix="t", wait_replicas=1, wait_timeout=0.5)

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.servers import RedisServer, ServiceProcess, start_all
 from service.config import Settings
 from service.durability.feedback_log import RecordKey, RedisLog, decode_keyed, encode_record
 from service.durability.idempotency import Answers, Key, key_of
 from service.exceptions import Conflict, InvalidRequest
 from service.main import create_app
-from tests.service.conftest import RedisServer, TestClient, create, wait_for
-from tests.service.server import ServiceProcess, roles, start_all
+from tests.service.conftest import TestClient, create, wait_for
+from tests.service.server import roles
 
 
 def key(name="k1", body=b"{}", endpoint="feedback") -> Key:

@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from benchmarks.servers import ServiceProcess
 from tests.service.conftest import wait_for
-from tests.service.server import ServiceProcess
 
 
 def send_half_a_body(url: str, path: str) -> None:

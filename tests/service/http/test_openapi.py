@@ -16,12 +16,12 @@ import httpx
 import jsonschema
 import pytest
 
+from benchmarks.servers import ServiceProcess
 from service.exceptions import CODES
 from service.http.errors import codes_by_status
 from service.main import create_app
 from service.model.kinds import KINDS
 from tests.service.conftest import TestClient
-from tests.service.server import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 

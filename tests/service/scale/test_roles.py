@@ -11,8 +11,9 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.conftest import RedisServer, wait_for
-from tests.service.server import roles, start_all, stop_all
+from benchmarks.servers import RedisServer, start_all, stop_all
+from tests.service.conftest import wait_for
+from tests.service.server import roles
 
 SPEC = {
     "name": "m",

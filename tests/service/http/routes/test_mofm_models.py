@@ -7,6 +7,7 @@ import httpx
 import numpy as np
 import pytest
 
+from benchmarks.servers import ServiceProcess
 from core.base import state_digest
 from core.mofm import MultiOutputPN
 from core.multiclass import OrdinalMcRank
@@ -14,7 +15,6 @@ from core.separation import EllipsoidPerceptron
 from service.config import Settings
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
-from tests.service.server import ServiceProcess
 
 CLASSES = ["a", "b", "c"]
 
