@@ -14,7 +14,7 @@ def main(what: str, model: str) -> None:
 
     from service.config import Settings
     from service.durability.feedback_log import RedisLog
-    from service.durability.store import RedisStore
+    from service.durability.redis_store import RedisStore
 
     settings = Settings()
     if what == "log":

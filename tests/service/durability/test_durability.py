@@ -18,7 +18,9 @@ from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from service.durability.feedback_log import FileLog, RedisLog, decode_record
-from service.durability.store import LocalStore, RedisStore, decode
+from service.durability.local_store import LocalStore
+from service.durability.redis_store import RedisStore
+from service.durability.store import decode
 from tests.service.conftest import RedisServer
 from tests.service.server import ServiceProcess
 
