@@ -10,14 +10,18 @@ whatever order concurrent saves finish in. A deletion's tombstone is a file unde
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import struct
 import threading
 from pathlib import Path
 
-from service.durability.store import MAGIC, SnapshotError, SnapshotMeta
+from service.durability.store import (
+    PREFIX,
+    SnapshotError,
+    SnapshotMeta,
+    header_length,
+    read_header,
+)
 
 
 class LocalStore:
@@ -71,9 +75,8 @@ class LocalStore:
         for path in sorted(self._dir(model).glob("*.snap")):
             try:
                 with open(path, "rb") as handle:
-                    start = handle.read(len(MAGIC) + 8)
-                    (head_length,) = struct.unpack_from("<Q", start, len(MAGIC))
-                    header = json.loads(handle.read(head_length))
+                    prefix = handle.read(PREFIX)
+                    header = read_header(prefix + handle.read(header_length(prefix)))
                     size = os.fstat(handle.fileno()).st_size
             except FileNotFoundError:  # pruned by a save meanwhile
                 continue

@@ -79,7 +79,7 @@ def parse_json(text: bytes | str, what: str) -> Any:
     return value
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A short form of a value read from outside, for a message."""
     if isinstance(value, dict | list):
         items = value.values() if isinstance(value, dict) else value
@@ -96,7 +96,7 @@ def check(constraint: Constraint, name: str, value: Any) -> Any:
     if isinstance(constraint, Rule):
         return constraint.check(name, value)
     if not constraint.accepts(value):
-        raise SchemaError(f"{name} must be {constraint.describe()}, got {_shown(value)}")
+        raise SchemaError(f"{name} must be {constraint.describe()}, got {shown(value)}")
     return value
 
 
@@ -208,7 +208,7 @@ class Fields(Rule):
 
     def check(self, name: str, value: Any) -> dict:
         if not isinstance(value, dict):
-            raise SchemaError(f"{name} must be an object, got {_shown(value)}")
+            raise SchemaError(f"{name} must be an object, got {shown(value)}")
         checked = {}
         for key, constraint in self.fields.items():
             if key in value:
@@ -236,7 +236,7 @@ class ListOf(Rule):
 
     def check(self, name: str, value: Any) -> list:
         if not isinstance(value, list):
-            raise SchemaError(f"{name} must be an array, got {_shown(value)}")
+            raise SchemaError(f"{name} must be an array, got {shown(value)}")
         return [check(self.item, f"{name}[{i}]", item) for i, item in enumerate(value)]
 
     def describe(self) -> str:
@@ -253,7 +253,7 @@ class Shape(Rule):
 
     def check(self, name: str, value: Any) -> list:
         if not isinstance(value, list) or len(value) > 32:
-            raise SchemaError(f"{name} must be a list of at most 32 sizes, got {_shown(value)}")
+            raise SchemaError(f"{name} must be a list of at most 32 sizes, got {shown(value)}")
         for size in value:
             check(COUNT, f"{name} (a size)", size)
         return value
@@ -273,7 +273,7 @@ class Offsets(Rule):
         if not (
             isinstance(value, list) and len(value) == 2 and all(COUNT.accepts(v) for v in value)
         ):
-            raise SchemaError(f"{name} must be two non-negative integers, got {_shown(value)}")
+            raise SchemaError(f"{name} must be two non-negative integers, got {shown(value)}")
         if value[0] > value[1]:
             raise SchemaError(f"{name} must be in order (begin <= end), got {value}")
         return value
@@ -295,7 +295,7 @@ class Spec(Rule):
 
     def check(self, name: str, value: Any) -> CreateModel:
         if not isinstance(value, dict):
-            raise SchemaError(f"{name} must be an object (a create request), got {_shown(value)}")
+            raise SchemaError(f"{name} must be an object (a create request), got {shown(value)}")
         try:
             return spec_from_json(value) if self.snapshot else CreateModel.model_validate(value)
         except ValidationError as error:
@@ -395,10 +395,10 @@ def check_tensors(header: Any, payload: int) -> tuple[dict[str, str], dict[str, 
     """The ``__metadata__`` of a safetensors header (parsed JSON) and its tensors, each
     ``(numpy dtype, shape, begin, end)``, checked against a payload of ``payload`` bytes."""
     if not isinstance(header, dict):
-        raise SchemaError(f"the header must be an object, got {_shown(header)}")
+        raise SchemaError(f"the header must be an object, got {shown(header)}")
     metadata = header.get("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise SchemaError(f"__metadata__ must map strings to strings, got {_shown(metadata)}")
+        raise SchemaError(f"__metadata__ must map strings to strings, got {shown(metadata)}")
     tensors, extents = {}, []
     for name, entry in header.items():
         if name == "__metadata__":

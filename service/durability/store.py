@@ -11,8 +11,9 @@ counters, progressive metrics, the model's creation time and incarnation;
 ``service.durability.capture``) and one descriptor per array (name, dtype, shape, offset
 and length in the payload; ``"part": "service"`` for the service's arrays), plus the SHA-256 of the
 payload. The payload is the raw
-little-endian bytes of the arrays. ``decode`` checks the magic, the checksum and every
-descriptor before building anything.
+little-endian bytes of the arrays. ``decode`` checks the magic, the header and every
+descriptor against ``service.durability.schema`` and the checksum before it builds
+anything, then the service's part of the state.
 
 **Stores** (``SnapshotStore``): a local directory (``service.durability.local_store``, the
 embedded default) or Redis (``service.durability.redis_store``). A crash never leaves half a
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 import time
 from dataclasses import dataclass
@@ -34,8 +36,12 @@ from typing import Protocol
 
 import numpy as np
 
+from service.durability import schema
+
 MAGIC = b"LZTSNAP1\n"
 FORMAT_VERSION = 1
+#: the bytes before a snapshot's header: the magic and the header's length
+PREFIX = len(MAGIC) + 8
 
 
 class SnapshotError(Exception):
@@ -122,29 +128,23 @@ def encode(
 
 
 def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
-    """(header, state) of a blob; SnapshotError if anything is off."""
-    if bytes(blob[: len(MAGIC)]) != MAGIC or len(blob) < len(MAGIC) + 8:
-        raise SnapshotError("not a lorentztron snapshot (bad magic)")
-    (head_length,) = struct.unpack_from("<Q", blob, len(MAGIC))
-    start = len(MAGIC) + 8
-    if start + head_length > len(blob):
-        raise SnapshotError("truncated snapshot header")
-    try:
-        header = json.loads(bytes(blob[start : start + head_length]))
-    except ValueError as error:
-        raise SnapshotError(f"unreadable snapshot header: {error}") from None
-    if header.get("format") != FORMAT_VERSION:
-        raise SnapshotError(f"unsupported snapshot format {header.get('format')!r}")
-    payload = memoryview(blob)[start + head_length :]
+    """(header, state) of a blob; SnapshotError if anything is off. The header, the array
+    descriptors and the service's part of the state are checked against
+    ``service.durability.schema`` before the state is returned (the estimator's part is
+    checked against the model by its ``set_state``)."""
+    header, checked, start = _parse(blob)
+    payload = memoryview(blob)[start:]
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise SnapshotError("snapshot checksum mismatch")
+    try:
+        schema.check_descriptors(header["arrays"], len(payload))
+    except schema.SchemaError as error:
+        raise SnapshotError(f"bad snapshot arrays: {error}") from None
     arrays: dict[str, dict] = {"model": {}, "service": {}}
     for d in header["arrays"]:
         dtype = np.dtype(d["dtype"])
-        if dtype.kind not in "fiub" or d["offset"] + d["nbytes"] > len(payload):
-            raise SnapshotError(f"bad array descriptor {d['name']!r}")
         array = np.frombuffer(
-            payload, dtype=dtype, count=int(np.prod(d["shape"], dtype=int)), offset=d["offset"]
+            payload, dtype=dtype, count=math.prod(d["shape"]), offset=d["offset"]
         ).reshape(d["shape"])
         arrays[d.get("part", "model")][d["name"]] = array.astype(dtype.newbyteorder("="), copy=True)
     state = {
@@ -154,6 +154,10 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
         "scalars": header["scalars"],
         "service": {"arrays": arrays["service"], "scalars": header.get("service_scalars", {})},
     }
+    try:
+        schema.check_state(state, checked["spec"])
+    except schema.SchemaError as error:
+        raise SnapshotError(f"bad snapshot state: {error}") from None
     return header, state
 
 
@@ -182,14 +186,38 @@ class SnapshotStore(Protocol):
     def close(self) -> None: ...
 
 
-def _header(blob: bytes | memoryview) -> tuple[dict, int]:
-    (head_length,) = struct.unpack_from("<Q", blob, len(MAGIC))
-    start = len(MAGIC) + 8
-    return json.loads(bytes(blob[start : start + head_length])), start + head_length
+def header_length(prefix: bytes | memoryview) -> int:
+    """The length of the header that a blob's first ``PREFIX`` bytes announce;
+    SnapshotError if they are not a snapshot's."""
+    if len(prefix) < PREFIX or bytes(prefix[: len(MAGIC)]) != MAGIC:
+        raise SnapshotError("not a lorentztron snapshot (bad magic)")
+    (length,) = struct.unpack_from("<Q", prefix, len(MAGIC))
+    if length > schema.MAX_HEADER_BYTES:
+        raise SnapshotError(f"a snapshot header of {length} bytes")
+    return length
+
+
+def _parse(blob: bytes | memoryview) -> tuple[dict, dict, int]:
+    """The header of a blob, its fields checked (``schema.SNAPSHOT``: their values by field,
+    the spec as a ``CreateModel``), and where the payload starts; SnapshotError otherwise."""
+    end = PREFIX + header_length(blob)
+    if end > len(blob):
+        raise SnapshotError("truncated snapshot header")
+    try:
+        header = schema.parse_json(bytes(blob[PREFIX:end]), "the header")
+    except schema.SchemaError as error:
+        raise SnapshotError(f"unreadable snapshot header: {error}") from None
+    found = header.get("format") if isinstance(header, dict) else None
+    if type(found) is not int or found != FORMAT_VERSION:
+        raise SnapshotError(f"unsupported snapshot format {schema.shown(found)}")
+    try:
+        checked = schema.SNAPSHOT.check("snapshot header", header)
+    except schema.SchemaError as error:
+        raise SnapshotError(f"bad snapshot header: {error}") from None
+    return header, checked, end
 
 
 def read_header(blob: bytes | memoryview) -> dict:
-    """The header of a blob without checking or copying the payload."""
-    if bytes(blob[: len(MAGIC)]) != MAGIC:
-        raise SnapshotError("not a lorentztron snapshot (bad magic)")
-    return _header(blob)[0]
+    """The header of a blob (or of its first bytes, up to the payload), checked, without
+    reading the payload."""
+    return _parse(blob)[0]

@@ -5,14 +5,14 @@ import threading
 from core.dos import DoSClassifier
 from service.durability.local_store import LocalStore
 from service.durability.store import decode, encode
-from tests.service.durability.test_store import exercise_store, trained_state
+from tests.service.durability.test_store import DOS, exercise_store, trained_state
 
 
 def test_local_store(tmp_path):
     store = LocalStore(tmp_path / "snaps")
     exercise_store(store)
     # a crashed write leaves a temporary file that never counts as a snapshot
-    store.save("m", 1, encode("m", 1, {}, trained_state()), retention=3)
+    store.save("m", 1, encode("m", 1, DOS, trained_state()), retention=3)
     (tmp_path / "snaps" / "m" / ".000000000002.snap.999.tmp").write_bytes(b"half")
     assert [meta.version for meta in store.versions("m")] == [1]
     assert decode(store.load("m"))[0]["version"] == 1
@@ -22,7 +22,7 @@ def test_local_store_concurrent_saves(tmp_path):
     """Threads saving snapshots of one model at once (the worker's and the snapshot route's)
     all succeed; the latest is the newest version and old ones are pruned."""
     store = LocalStore(tmp_path)
-    blob = bytes(encode("m", 0, {}, trained_state()))
+    blob = bytes(encode("m", 0, DOS, trained_state()))
     start = threading.Barrier(8)
     errors = []
 
@@ -48,7 +48,7 @@ def test_local_store_concurrent_saves(tmp_path):
 
 def test_local_tombstones(tmp_path):
     store = LocalStore(tmp_path)
-    blob = bytes(encode("m", 0, {}, DoSClassifier(n_features=2, rank=1).get_state()))
+    blob = bytes(encode("m", 0, DOS, DoSClassifier(n_features=2, rank=1).get_state()))
     store.save("m", 0, blob, retention=3)
     store.mark_deleting("m")
     assert store.deleting() == ["m"] and store.models() == []

@@ -7,13 +7,13 @@ from core.dos import DoSClassifier
 from service.durability import redis_store
 from service.durability.redis_store import RedisStore
 from service.durability.store import decode, encode
-from tests.service.durability.test_store import exercise_store, trained_state
+from tests.service.durability.test_store import DOS, exercise_store, trained_state
 
 
 def test_redis_store(redis_server):
     store = RedisStore(redis_server.url, prefix="test")
     exercise_store(store)
-    store.save("m", 5, encode("m", 5, {}, trained_state()), retention=2)
+    store.save("m", 5, encode("m", 5, DOS, trained_state()), retention=2)
     keys = sorted(k.decode() for k in store.client.keys("*"))
     assert keys == [
         "test:model:{m}:latest",
@@ -39,7 +39,7 @@ def test_redis_writes_of_a_deleted_incarnation_are_refused(redis_server):
 
     store = RedisStore(redis_server.url, prefix="t")
     log = RedisLog(store.client, prefix="t")
-    blob = bytes(encode("m", 0, {}, DoSClassifier(n_features=2, rank=1).get_state()))
+    blob = bytes(encode("m", 0, DOS, DoSClassifier(n_features=2, rank=1).get_state()))
     store.save("m", 0, blob, retention=3, incarnation="first", create=True)
     assert log.append_many("m", [b"r1"], "first")
     store.save("m", 1, blob, retention=3, incarnation="first")
@@ -72,7 +72,7 @@ def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
     and comes back whole."""
     monkeypatch.setattr(redis_store, "UPLOAD_CHUNK", 400)
     store = RedisStore(redis_server.url, prefix="c")
-    blob = bytes(encode("m", 1, {}, trained_state()))
+    blob = bytes(encode("m", 1, DOS, trained_state()))
     assert len(blob) > 3 * 400
     store.save("m", 1, blob, retention=2)
     assert store.load("m") == blob
@@ -97,7 +97,7 @@ def test_an_interrupted_upload_expires(redis_server, monkeypatch):
 
     monkeypatch.setattr(store.client, "setrange", cut_short)
     with pytest.raises(ConnectionError):
-        store.save("m", 1, bytes(encode("m", 1, {}, trained_state())), retention=2)
+        store.save("m", 1, bytes(encode("m", 1, DOS, trained_state())), retention=2)
     [upload] = store.client.keys("c:model:{m}:upload:*")
     assert 0 < store.client.pttl(upload) <= redis_store.UPLOAD_TTL_MS
     store.close()
@@ -108,7 +108,7 @@ def test_redis_keys_of_the_layout_before_hash_tags_are_moved(redis_server):
     found again after the upgrade, with its incarnation and log; once only."""
     store = RedisStore(redis_server.url, prefix="u")
     client = store.client
-    client.set("u:model:m:snapshot:3", bytes(encode("m", 3, {}, trained_state())))
+    client.set("u:model:m:snapshot:3", bytes(encode("m", 3, DOS, trained_state())))
     client.zadd("u:model:m:versions", {"3": 3})
     client.set("u:model:m:latest", "3")
     client.set("u:model:m:incarnation", "old")
