@@ -1,5 +1,7 @@
 """Create, list, inspect and delete models."""
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 
 from service.durability.idempotency import HEADER, answer_headers, key_of
@@ -10,6 +12,7 @@ from service.http.schemas import CreateModel, ModelInfo, ModelList
 from service.http.threads import run_sync
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+log = logging.getLogger("lorentztron")
 
 
 #: the route options of what creates a model (a create, an import)
@@ -34,8 +37,19 @@ def create_model(spec: CreateModel, app: App, request: Request, response: Respon
 
 @router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
 def list_models(app: App) -> dict:
-    """Every live model with its counters and progressive metrics."""
-    return {"models": [live.info() for live in app.models.serving()]}
+    """Every live model with its counters and progressive metrics. A model whose info cannot
+    be built (a bug) is left out of the list, and logged with its error."""
+    return {"models": [info for info in map(_info, app.models.serving()) if info is not None]}
+
+
+def _info(live) -> dict | None:
+    """A model's info for the list; None (logged with its traceback) if it cannot be built:
+    one broken model never takes the list down."""
+    try:
+        return live.info()
+    except Exception:
+        log.exception("could not describe model %s", live.name)
+        return None
 
 
 @router.get(
