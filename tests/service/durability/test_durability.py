@@ -17,8 +17,10 @@ import redis
 from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
-from service.durability.feedback_log import FileLog, RedisLog, decode_record
+from service.durability.feedback_log import decode_record
+from service.durability.file_log import FileLog
 from service.durability.local_store import LocalStore
+from service.durability.redis_log import RedisLog
 from service.durability.redis_store import RedisStore
 from service.durability.store import decode
 from tests.service.conftest import RedisServer

@@ -34,7 +34,8 @@ def test_redis_writes_of_a_deleted_incarnation_are_refused(redis_server):
     """A process that has not yet seen a deletion (another api replica, a learner about to
     publish) can neither snapshot nor log into the deleted model, nor into the model
     created again under its name; a Redis that lost its data is written again."""
-    from service.durability.feedback_log import ModelGone, RedisLog
+    from service.durability.feedback_log import ModelGone
+    from service.durability.redis_log import RedisLog
     from service.durability.store import IncarnationGone
 
     store = RedisStore(redis_server.url, prefix="t")

@@ -6,7 +6,8 @@ import pytest
 
 from core.base import state_digest
 from core.features import batch_from_rows
-from service.durability.feedback_log import FileLog, LogUnavailable, decode_record
+from service.durability.feedback_log import LogUnavailable, decode_record
+from service.durability.file_log import FileLog
 from service.durability.journal import Journal
 from service.exceptions import InvalidRequest, ServiceError, Unavailable
 from service.http.schemas import CreateModel

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from core.dos import DoSClassifier
-from service.durability.feedback_log import RedisLog
+from service.durability.redis_log import RedisLog
 from service.durability.redis_store import RedisStore
 from service.durability.store import encode
 from service.scale.keys import RedisKeys
