@@ -104,7 +104,8 @@ def export_model(name: str, app: App) -> Response:
 )
 async def import_model(name: str, request: Request, app: App, response: Response) -> dict:
     """Create the model `name` from a safetensors model file (an import); durable before
-    the answer, like a create (409 if the name is taken). Takes an `Idempotency-Key`."""
+    the answer, like a create (409 if the name is taken). The whole file is checked first:
+    a bad one is a 422 and nothing is created. Takes an `Idempotency-Key`."""
     data = await request.body()
     key = key_of(request.headers.get(HEADER), "import", name, data)
     answer = await run_sync(app.executor, app.models.import_model, data, name, key)
