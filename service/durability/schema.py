@@ -137,22 +137,23 @@ class Number(Constraint):
 
 
 @dataclass(frozen=True)
-class Total(Constraint):
-    """A sum of non-negative terms: >= 0, never NaN; +inf as a float (a sum of squared errors
-    may overflow), an integer within int64."""
+class Sum(Constraint):
+    """A running sum of losses: a float, +inf included (a sum of squared errors may
+    overflow), never NaN or -inf; or an integer of int64's range. (Not bounded below by 0:
+    a loss computed as a difference may round to a tiny negative number.)"""
 
     def accepts(self, value) -> bool:
         if isinstance(value, bool):
             return False
         if isinstance(value, int):
-            return 0 <= value <= INT64_MAX
-        return isinstance(value, float) and value >= 0  # (False for NaN)
+            return -INT64_MAX - 1 <= value <= INT64_MAX
+        return isinstance(value, float) and not math.isnan(value) and value != -math.inf
 
     def describe(self) -> str:
-        return "a number >= 0 (not NaN)"
+        return "a number (not NaN)"
 
     def schema(self) -> dict:
-        return {"type": "number", "minimum": 0}
+        return {"type": "number"}
 
 
 @dataclass(frozen=True)
@@ -485,8 +486,8 @@ SERVICE_SCALARS: dict[str, Constraint] = {
     PROGRESSIVE + "n": COUNT,
     PROGRESSIVE + "filled": COUNT,
     PROGRESSIVE + "correct": COUNT,
-    PROGRESSIVE + "loss_sum": Total(),
-    PROGRESSIVE + "squared_sum": Total(),
+    PROGRESSIVE + "loss_sum": Sum(),
+    PROGRESSIVE + "squared_sum": Sum(),
     RESERVOIR + "n_seen": COUNT,
     # numpy's state of the window's generator (``np.random.default_rng``)
     RESERVOIR + "rng": Fields(
@@ -501,8 +502,8 @@ SERVICE_SCALARS: dict[str, Constraint] = {
 
 #: the service's arrays, by name
 SERVICE_ARRAYS: dict[str, Array] = {
-    # columns of the recent window: hit (0 or 1), loss, squared error
-    PROGRESSIVE + "recent_": Array("<f8", 2, rows=3, low=0.0, inf=True),
+    # rows of the recent window: hit (0 or 1), loss, squared error (as ``Sum``'s terms)
+    PROGRESSIVE + "recent_": Array("<f8", 2, rows=3, inf=True),
     # UTF-8 JSON lines, one per answer (``ANSWER``)
     ANSWERS + "table": Array("|u1", 1),
     # the refit window (``core.mofm.reservoir``): CSR rows by slot, arrival (-1: empty)
