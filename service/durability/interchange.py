@@ -29,6 +29,7 @@ import numpy as np
 
 from service.durability import schema
 from service.durability.capture import SERVICE
+from service.durability.constraints import SchemaError, parse_json
 
 FORMAT = "lorentztron.model/1"
 MEDIA_TYPE = "application/vnd.safetensors"
@@ -76,9 +77,9 @@ def read_tensors(data: bytes | memoryview) -> tuple[dict[str, np.ndarray], dict[
         raise InterchangeError("not a safetensors file (truncated header)")
     payload = data[8 + length :]
     try:
-        header = schema.parse_json(bytes(data[8 : 8 + length]), "the header")
+        header = parse_json(bytes(data[8 : 8 + length]), "the header")
         metadata, entries = schema.check_tensors(header, len(payload))
-    except schema.SchemaError as error:
+    except SchemaError as error:
         raise InterchangeError(f"not a safetensors file: {error}") from None
     tensors = {}
     for name, (dtype, shape, begin, end) in entries.items():
@@ -115,7 +116,7 @@ def load_model(data: bytes | memoryview) -> tuple[dict, dict]:
             f"not a lorentztron model file (metadata format {metadata.get('format')!r})"
         )
     try:
-        model = schema.parse_json(metadata.get("model", ""), "the model's metadata")
+        model = parse_json(metadata.get("model", ""), "the model's metadata")
         checked = schema.MODEL_FILE.check("model", model)
         state = {
             "kind": model["kind"],
@@ -128,7 +129,7 @@ def load_model(data: bytes | memoryview) -> tuple[dict, dict]:
             },
         }
         schema.check_state(state, checked["spec"])
-    except schema.SchemaError as error:
+    except SchemaError as error:
         raise InterchangeError(f"not a lorentztron model file: {error}") from None
     info = {"name": model["name"], "version": model["version"], "spec": model["spec"]}
     return info, state

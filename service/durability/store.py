@@ -37,6 +37,7 @@ from typing import Protocol
 import numpy as np
 
 from service.durability import schema
+from service.durability.constraints import SchemaError, parse_json, shown
 
 MAGIC = b"LZTSNAP1\n"
 FORMAT_VERSION = 1
@@ -138,7 +139,7 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
         raise SnapshotError("snapshot checksum mismatch")
     try:
         schema.check_descriptors(header["arrays"], len(payload))
-    except schema.SchemaError as error:
+    except SchemaError as error:
         raise SnapshotError(f"bad snapshot arrays: {error}") from None
     arrays: dict[str, dict] = {"model": {}, "service": {}}
     for d in header["arrays"]:
@@ -156,7 +157,7 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
     }
     try:
         schema.check_state(state, checked["spec"])
-    except schema.SchemaError as error:
+    except SchemaError as error:
         raise SnapshotError(f"bad snapshot state: {error}") from None
     return header, state
 
@@ -204,15 +205,15 @@ def _parse(blob: bytes | memoryview) -> tuple[dict, dict, int]:
     if end > len(blob):
         raise SnapshotError("truncated snapshot header")
     try:
-        header = schema.parse_json(bytes(blob[PREFIX:end]), "the header")
-    except schema.SchemaError as error:
+        header = parse_json(bytes(blob[PREFIX:end]), "the header")
+    except SchemaError as error:
         raise SnapshotError(f"unreadable snapshot header: {error}") from None
     found = header.get("format") if isinstance(header, dict) else None
     if type(found) is not int or found != FORMAT_VERSION:
-        raise SnapshotError(f"unsupported snapshot format {schema.shown(found)}")
+        raise SnapshotError(f"unsupported snapshot format {shown(found)}")
     try:
         checked = schema.SNAPSHOT.check("snapshot header", header)
-    except schema.SchemaError as error:
+    except SchemaError as error:
         raise SnapshotError(f"bad snapshot header: {error}") from None
     return header, checked, end
 

@@ -1,5 +1,5 @@
 """The declared schema of what the service reads from outside (``service.durability.schema``):
-its JSON limits, byte extents and the parts of the service's state. The readers' tests
+byte extents and the parts of the service's state. The readers' tests
 (``test_interchange``, ``test_store``) run it on whole files and snapshots."""
 
 import json
@@ -8,28 +8,13 @@ import numpy as np
 import pytest
 
 from service.durability.capture import ANSWERS, PROGRESSIVE, RESERVOIR
-from service.durability.schema import (
-    MAX_DEPTH,
-    SchemaError,
-    check_extents,
-    check_state,
-    parse_json,
-)
+from service.durability.constraints import SchemaError
+from service.durability.schema import check_extents, check_state
 from service.http.schemas import CreateModel
 
 SPEC = CreateModel.model_validate(
     {"name": "m", "kind": "mofm", "input": {"n_features": 2}, "classes": ["a", "b", "c"]}
 )
-
-
-def test_json_is_read_up_to_its_depth_limit():
-    assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, "text") is not None
-    for text in ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "[" * 100_000 + "]" * 100_000):
-        with pytest.raises(SchemaError, match="nested deeper"):
-            parse_json(text, "text")
-    for text in (b"\xff", "{", ""):
-        with pytest.raises(SchemaError, match="not JSON"):
-            parse_json(text, "text")
 
 
 @pytest.mark.parametrize(
