@@ -13,8 +13,10 @@ from fastapi import FastAPI
 
 from core import __version__
 from service.config import Settings, get_settings
-from service.durability.feedback_log import FileLog, RedisLog
-from service.durability.store import LocalStore, RedisStore
+from service.durability.file_log import FileLog
+from service.durability.local_store import LocalStore
+from service.durability.redis_log import RedisLog
+from service.durability.redis_store import RedisStore
 from service.http.deps import Components
 from service.http.errors import install_error_handlers, method_table
 from service.http.fastpath import FastPath

@@ -13,7 +13,8 @@ import numpy as np
 from benchmarks.servers import wait_ready
 from benchmarks.service_durability.processes import MODEL, service
 from core.features import CSRBatch
-from service.durability.feedback_log import FileLog, encode_record
+from service.durability.feedback_log import encode_record
+from service.durability.file_log import FileLog
 
 
 def write_log(directory: Path, n_records: int, seed: int = 0) -> None:

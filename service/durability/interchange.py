@@ -27,25 +27,14 @@ import struct
 
 import numpy as np
 
+from service.durability import schema
+from service.durability.capture import SERVICE
+from service.durability.constraints import SchemaError, parse_json
+
 FORMAT = "lorentztron.model/1"
 MEDIA_TYPE = "application/vnd.safetensors"
 
-_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U64": "<u8",
-    "U32": "<u4",
-    "U16": "<u2",
-    "U8": "u1",
-    "BOOL": "?",
-}
-_CODES = {np.dtype(v).newbyteorder("<").str: k for k, v in _DTYPES.items()}
-_CODES[np.dtype("?").str] = "BOOL"
+_CODES = {np.dtype(v).str: k for k, v in schema.TENSOR_DTYPES.items()}
 
 
 class InterchangeError(ValueError):
@@ -76,34 +65,26 @@ def write_tensors(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> b
 
 
 def read_tensors(data: bytes | memoryview) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(tensors, metadata) of a safetensors file; InterchangeError if it is not one."""
+    """(tensors, metadata) of a safetensors file, its header checked against
+    ``service.durability.schema`` first; InterchangeError if it is not one."""
     data = memoryview(data)
     if len(data) < 8:
         raise InterchangeError("not a safetensors file (shorter than its header length)")
     (length,) = struct.unpack_from("<Q", data, 0)
+    if length > schema.MAX_HEADER_BYTES:
+        raise InterchangeError(f"not a safetensors file (a header of {length} bytes)")
     if 8 + length > len(data):
         raise InterchangeError("not a safetensors file (truncated header)")
-    try:
-        header = json.loads(bytes(data[8 : 8 + length]))
-    except ValueError as error:
-        raise InterchangeError(f"not a safetensors file (header: {error})") from None
-    if not isinstance(header, dict):
-        raise InterchangeError("not a safetensors file (the header is not an object)")
     payload = data[8 + length :]
-    metadata = header.pop("__metadata__", None) or {}
+    try:
+        header = parse_json(bytes(data[8 : 8 + length]), "the header")
+        metadata, entries = schema.check_tensors(header, len(payload))
+    except SchemaError as error:
+        raise InterchangeError(f"not a safetensors file: {error}") from None
     tensors = {}
-    for name, entry in header.items():
-        try:
-            dtype = np.dtype(_DTYPES[entry["dtype"]])
-            begin, end = entry["data_offsets"]
-            shape = [int(n) for n in entry["shape"]]
-        except (KeyError, TypeError, ValueError):
-            raise InterchangeError(f"tensor {name!r}: bad entry {entry!r}") from None
-        count = int(np.prod(shape, dtype=np.int64))
-        if not 0 <= begin <= end <= len(payload) or end - begin != count * dtype.itemsize:
-            raise InterchangeError(f"tensor {name!r}: its offsets do not match its shape")
+    for name, (dtype, shape, begin, end) in entries.items():
         array = np.frombuffer(payload[begin:end], dtype=dtype).reshape(shape)
-        tensors[name] = array.astype(dtype.newbyteorder("="), copy=True)
+        tensors[name] = array.astype(array.dtype.newbyteorder("="), copy=True)
     return tensors, metadata
 
 
@@ -126,25 +107,29 @@ def dump_model(name: str, version: int, spec: dict, state: dict) -> bytes:
 
 
 def load_model(data: bytes | memoryview) -> tuple[dict, dict]:
-    """(model: name, version, spec; snapshot state) of a model's file."""
+    """(model: name, version, spec; snapshot state) of a model's file, checked against
+    ``service.durability.schema`` (the container, the metadata and the service's part of
+    the state) before it is returned; InterchangeError otherwise."""
     tensors, metadata = read_tensors(data)
     if metadata.get("format") != FORMAT:
         raise InterchangeError(
             f"not a lorentztron model file (metadata format {metadata.get('format')!r})"
         )
     try:
-        model = json.loads(metadata["model"])
+        model = parse_json(metadata.get("model", ""), "the model's metadata")
+        checked = schema.MODEL_FILE.check("model", model)
         state = {
             "kind": model["kind"],
             "params": model["params"],
             "scalars": model["scalars"],
-            "arrays": {k: v for k, v in tensors.items() if not k.startswith("service.")},
+            "arrays": {k: v for k, v in tensors.items() if not k.startswith(SERVICE)},
             "service": {
-                "arrays": {k: v for k, v in tensors.items() if k.startswith("service.")},
+                "arrays": {k: v for k, v in tensors.items() if k.startswith(SERVICE)},
                 "scalars": model["service_scalars"],
             },
         }
-        info = {"name": model["name"], "version": int(model["version"]), "spec": model["spec"]}
-    except (KeyError, TypeError, ValueError) as error:
-        raise InterchangeError(f"a lorentztron model file without its {error}") from None
+        schema.check_state(state, checked["spec"])
+    except SchemaError as error:
+        raise InterchangeError(f"not a lorentztron model file: {error}") from None
+    info = {"name": model["name"], "version": model["version"], "spec": model["spec"]}
     return info, state

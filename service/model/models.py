@@ -24,8 +24,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from service.durability.capture import ANSWERS, MODEL
+from service.durability.feedback_log import LogUnavailable
 from service.durability.idempotency import Answers, Key
 from service.durability.interchange import InterchangeError, dump_model, load_model
 from service.durability.record import DurabilityRecord
@@ -341,7 +343,9 @@ class Models:
             live.recover(header, state)
             replayed = self._replay(live) if self.settings.role != "api" else 0
             self.registry.add(live)
-        except (SnapshotError, ValueError, KeyError, Conflict) as error:
+        except (LogUnavailable, OSError, RedisError):
+            raise  # the store or the log is unreachable: the worker tries again
+        except Exception as error:  # this model's snapshot or state: the others go on
             log.error("could not restore model %s: %s", name, error)
             return None
         live.lifecycle.serve()

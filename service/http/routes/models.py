@@ -1,5 +1,7 @@
 """Create, list, inspect and delete models."""
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 
 from service.durability.idempotency import HEADER, answer_headers, key_of
@@ -11,6 +13,7 @@ from service.http.threads import run_sync
 from service.http.views import model_info
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+log = logging.getLogger("lorentztron")
 
 
 #: the route options of what creates a model (a create, an import)
@@ -35,8 +38,19 @@ def create_model(spec: CreateModel, app: App, request: Request, response: Respon
 
 @router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
 def list_models(app: App) -> dict:
-    """Every live model with its counters and progressive metrics."""
-    return {"models": [live.describe(model_info) for live in app.models.serving()]}
+    """Every live model with its counters and progressive metrics. A model whose info cannot
+    be built (a bug) is left out of the list, and logged with its error."""
+    return {"models": [info for info in map(_info, app.models.serving()) if info is not None]}
+
+
+def _info(live) -> dict | None:
+    """A model's info for the list; None (logged with its traceback) if it cannot be built:
+    one broken model never takes the list down."""
+    try:
+        return live.describe(model_info)
+    except Exception:
+        log.exception("could not describe model %s", live.name)
+        return None
 
 
 @router.get(
@@ -91,7 +105,8 @@ def export_model(name: str, app: App) -> Response:
 )
 async def import_model(name: str, request: Request, app: App, response: Response) -> dict:
     """Create the model `name` from a safetensors model file (an import); durable before
-    the answer, like a create (409 if the name is taken). Takes an `Idempotency-Key`."""
+    the answer, like a create (409 if the name is taken). The whole file is checked first:
+    a bad one is a 422 and nothing is created. Takes an `Idempotency-Key`."""
     data = await request.body()
     key = key_of(request.headers.get(HEADER), "import", name, data)
     answer = await run_sync(app.executor, app.models.import_model, data, name, model_info, key)

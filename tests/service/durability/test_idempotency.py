@@ -18,8 +18,9 @@ import redis
 
 from benchmarks.servers import RedisServer, ServiceProcess, start_all
 from service.config import Settings
-from service.durability.feedback_log import RecordKey, RedisLog, decode_keyed, encode_record
+from service.durability.feedback_log import RecordKey, decode_keyed, encode_record
 from service.durability.idempotency import Answers, Key, key_of
+from service.durability.redis_log import RedisLog
 from service.exceptions import Conflict, InvalidRequest
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for

@@ -12,8 +12,9 @@ import threading
 import numpy as np
 
 from core.features import batch_from_rows
+from service.durability.redis_store import RedisStore
 from service.durability.snapshots import SnapshotWriter
-from service.durability.store import RedisStore, decode, read_header
+from service.durability.store import decode, read_header
 from service.http.schemas import CreateModel
 from service.http.views import model_info
 from service.main import create_app

@@ -6,7 +6,8 @@ import pytest
 
 from core.base import state_digest
 from core.features import batch_from_rows
-from service.durability.feedback_log import FileLog, LogUnavailable, decode_record
+from service.durability.feedback_log import LogUnavailable, decode_record
+from service.durability.file_log import FileLog
 from service.durability.idempotency import Key, Replayed
 from service.durability.journal import Feedback
 from service.exceptions import InvalidRequest, ServiceError, Unavailable

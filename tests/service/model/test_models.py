@@ -4,12 +4,17 @@ serves."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from service.durability.capture import MODEL
+from service.durability.local_store import LocalStore
 from service.http.schemas import spec_from_json, spec_to_json
 from service.main import create_app
 from service.model.kinds import SUBMODEL_OVERHEAD_FLOATS, WINDOW_SLOT_FLOATS
 from tests.service.conftest import TestClient, create, wait_for
+from tests.service.durability.test_store import reencoded, setting
 
 
 def feed(client, n=3):
@@ -166,3 +171,28 @@ def test_the_memory_budget_refuses_a_model_before_building_it(settings):
         assert names == ["a", "probe"] and client.get("/v1/models/b").status_code == 404
         assert client.delete("/v1/models/probe").status_code == 204
         create(client, name="b", **spec)
+
+
+def test_the_restore_skips_an_unreadable_model_and_restores_the_others(settings, caplog):
+    """At start-up a model whose snapshot breaks the schema (its service part) or names
+    parameters out of range is left out with a logged error; every other model is
+    restored and served, and the list answers."""
+    with TestClient(create_app(settings)) as client:
+        for name in ("a", "b", "c"):
+            create(client, name=name)
+    store = LocalStore(settings.snapshot_dir)
+    poisoned = {
+        "a": setting("service_scalars", MODEL + "examples_learned", value="lots"),
+        "c": setting("spec", "params", value={"rank": 10**9}),
+    }
+    for name, change in poisoned.items():
+        store.save(name, 0, reencoded(store.load(name), change), retention=3)
+    caplog.set_level(logging.ERROR, logger="lorentztron")
+    with TestClient(create_app(settings)) as client:
+        listed = client.get("/v1/models")
+        assert listed.status_code == 200
+        assert [m["name"] for m in listed.json()["models"]] == ["b"]
+        assert client.get("/v1/models/a").status_code == 404
+        assert client.get("/v1/models/b").json()["examples_learned"] == 0
+    assert "could not restore model a" in caplog.text
+    assert "could not restore model c" in caplog.text

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from service.config import Settings
-from service.durability.store import RedisStore, decode
+from service.durability.redis_store import RedisStore
+from service.durability.store import decode
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
 

@@ -187,3 +187,20 @@ def test_every_limit_is_checked_before_anything_is_built(tmp_path):
         )
         assert full.status_code == 409 and full.json()["error"]["code"] == "too_many_models"
         assert time.perf_counter() - started < 0.5  # refused before 4005 models were built
+
+
+def test_a_model_whose_info_fails_is_left_out_of_the_list(client, monkeypatch, caplog):
+    """One model that cannot describe itself (a bug) never takes the list down: the others
+    are listed, its error is logged."""
+    create(client, name="a")
+    create(client, name="b")
+    broken = client.app.state.components.models.get("b")
+
+    def info():
+        raise TypeError("unsupported operand type(s) for +=: 'str' and 'int'")
+
+    monkeypatch.setattr(broken, "info", info)
+    listed = client.get("/v1/models")
+    assert listed.status_code == 200
+    assert [m["name"] for m in listed.json()["models"]] == ["a"]
+    assert "could not describe model b" in caplog.text
