@@ -9,7 +9,7 @@ import os
 import random
 import time
 
-from service.http.errors import BodyTooLarge, error_body, internal_error
+from service.http.errors import BodyTooLarge, error_body, in_form, internal_error
 
 __all__ = ["BodyTooLarge", "ServiceMiddleware"]
 
@@ -30,7 +30,8 @@ class ServiceMiddleware:
     refuses bodies over ``max_body_bytes`` (413, from Content-Length up front or while
     streaming), counts requests and observes latency by route template, and logs one JSON
     line per request (never the Authorization header). An exception that nothing handled
-    is logged with its traceback and answered with a JSON 500 (``internal_error``)."""
+    is logged with its traceback and answered with a JSON 500 (``internal_error``). Its
+    own answers take the form of the path's API (``service.http.errors.in_form``)."""
 
     def __init__(self, app, metrics, max_body_bytes: int):
         self.app = app
@@ -56,15 +57,19 @@ class ServiceMiddleware:
                 )
             await send(message)
 
+        path = scope["path"]
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await _send_json(
                 send_with_id,
                 413,
-                error_body(
-                    "payload_too_large",
-                    f"request body larger than {self.limit} bytes",
-                    {"limit": self.limit},
+                in_form(
+                    error_body(
+                        "payload_too_large",
+                        f"request body larger than {self.limit} bytes",
+                        {"limit": self.limit},
+                    ),
+                    path,
                 ),
             )
         else:
@@ -85,13 +90,13 @@ class ServiceMiddleware:
                 errors_log.exception(
                     "unexpected error in %s %s (request %s)",
                     scope["method"],
-                    scope["path"],
+                    path,
                     request_id,
                 )
                 if "started" in status:
                     raise  # the response is under way: nothing to answer
                 status["code"], body, _ = internal_error()
-                await _send_json(send_with_id, status["code"], body)
+                await _send_json(send_with_id, status["code"], in_form(body, path))
         elapsed = time.perf_counter() - started
         route = scope.get("route")
         endpoint = getattr(route, "path", "unmatched")
@@ -101,7 +106,7 @@ class ServiceMiddleware:
             fields = {
                 "request_id": request_id,
                 "method": method,
-                "path": scope["path"],
+                "path": path,
                 "endpoint": endpoint,
                 "status": status["code"],
                 "ms": round(elapsed * 1000, 3),
