@@ -122,7 +122,8 @@ class Settings(BaseSettings):
     #: Most bytes of kept answers of keyed requests per model (the oldest dropped first).
     idempotency_bytes: int = Field(32 * 1024 * 1024, gt=0)
 
-    #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
+    #: Bearer keys allowed to write (create/delete/import models, feedback, snapshots) and to
+    #: export a model (its full weights). Empty: open.
     write_keys: Annotated[list[str], NoDecode] = []
     #: Bearer keys allowed to read (predict, list). Empty: reads are open.
     read_keys: Annotated[list[str], NoDecode] = []

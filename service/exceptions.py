@@ -96,7 +96,7 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "kind_unavailable": (InvalidRequest, "the kind needs an optional extra that is missing"),
     "idempotency_key_reused": (
         InvalidRequest,
-        "the Idempotency-Key was used with another request (endpoint or body)",
+        "the Idempotency-Key was used with another request to this model (endpoint or body)",
     ),
     "unauthorized": (Unauthorized, "the endpoint needs a bearer key"),
     "forbidden": (Forbidden, "the key is not allowed to do this"),

@@ -1,11 +1,11 @@
 """Request bodies to validated batches, the same for FastAPI's routes and the fast path.
 
-Predict bodies are JSON (``PredictRequest``); feedback bodies are JSON
-(``FeedbackRequest``, per-example results), NDJSON (one ``Example`` per line) or svmlight
-text. Bodies are validated by the schemas' pydantic ``TypeAdapter``s (the very models the
-OpenAPI description is made of), then every row against the model's input (dimension,
-indices, finite values), every label against its classes, and prediction ids against the
-pending predictions, before anything is applied.
+Create bodies are JSON (``CreateModel``); predict bodies are JSON (``PredictRequest``);
+feedback bodies are JSON (``FeedbackRequest``, per-example results), NDJSON (one ``Example``
+per line) or svmlight text. Bodies are validated by the schemas' pydantic ``TypeAdapter``s
+(the very models the OpenAPI description is made of), then every row against the model's
+input (dimension, indices, finite values), every label against its classes, and prediction
+ids against the pending predictions, before anything is applied.
 
 Every JSON body is parsed by pydantic's parser (``validate_json``, ``from_json``), whose depth
 is bounded: a deeply nested body is ``malformed_json``, never a RecursionError.
@@ -32,13 +32,14 @@ from core.features import (
 )
 from service.exceptions import InvalidRequest, ServiceError, TooLarge, UnsupportedMediaType
 from service.http.errors import ECHO_CHARS, bounded, shown
-from service.http.schemas import Example, FeedbackRequest, Instance, PredictRequest
+from service.http.schemas import CreateModel, Example, FeedbackRequest, Instance, PredictRequest
 from service.model.cache import PredictionCache
 from service.model.live import LiveModel
 
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
 SVMLIGHT_TYPES = {"text/x-svmlight", "application/x-svmlight", "text/plain"}
 
+_CREATE = TypeAdapter(CreateModel)
 _PREDICT = TypeAdapter(PredictRequest)
 _FEEDBACK = TypeAdapter(FeedbackRequest)
 _EXAMPLE = TypeAdapter(Example)
@@ -92,6 +93,12 @@ def variant(value: str | None) -> str:
     except ValidationError as error:
         errors = [{**e, "loc": ("query", "variant")} for e in error.errors(include_url=False)]
         raise RequestValidationError(errors) from None
+
+
+def create_request(content_type: str | None, body: bytes) -> CreateModel:
+    if not is_json(media_type(content_type)):
+        raise _unsupported(media_type(content_type), "application/json")
+    return _validated(_CREATE, body)
 
 
 def predict_request(content_type: str | None, body: bytes) -> PredictRequest:
