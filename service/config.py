@@ -44,6 +44,9 @@ class Settings(BaseSettings):
 
     #: Largest request body accepted, in bytes (413 beyond).
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    #: Seconds a request's body may take to arrive (the time the service waits for it); a
+    #: slower one is answered 408 ``request_timeout`` and its connection closed.
+    body_timeout: float = Field(30.0, gt=0)
     #: Most instances or examples in one JSON request.
     max_batch: int = Field(10_000, gt=0)
     #: Most live models.

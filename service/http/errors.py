@@ -28,6 +28,7 @@ from service.exceptions import (
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
+    RequestTimeout,
     ServiceError,
     TooLarge,
     Unauthorized,
@@ -45,6 +46,7 @@ STATUS: dict[type[ServiceError], int] = {
     Forbidden: 403,
     NotFound: 404,
     MethodNotAllowed: 405,
+    RequestTimeout: 408,
     Conflict: 409,
     TooLarge: 413,
     UnsupportedMediaType: 415,
@@ -76,6 +78,18 @@ class BodyTooLarge(StarletteHTTPException):
     def __init__(self, limit: int):
         super().__init__(413, f"request body larger than {limit} bytes")
         self.limit = limit
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class BodyTimeout(StarletteHTTPException):
+    """Raised from ``receive`` when a body is not received within the time allowed
+    (answered with 408 and the connection closed). An HTTPException, as ``BodyTooLarge``."""
+
+    def __init__(self, timeout: float):
+        super().__init__(408, f"the request body was not received within {timeout:g} s")
+        self.timeout = timeout
 
     def __str__(self) -> str:
         return self.detail
@@ -139,6 +153,12 @@ def body_too_large(error: BodyTooLarge) -> ErrorResponse:
     return 413, error_body("payload_too_large", str(error), {"limit": error.limit}), None
 
 
+def body_timeout(error: BodyTimeout) -> ErrorResponse:
+    """408, and the connection closed (the rest of the body is never read)."""
+    details = {"timeout": error.timeout}
+    return 408, error_body("request_timeout", str(error), details), {"Connection": "close"}
+
+
 _HTTP_CODES = {
     401: "unauthorized",
     403: "forbidden",
@@ -168,6 +188,8 @@ def error_response(error: Exception) -> ErrorResponse | None:
         return validation_error(error.errors())
     if isinstance(error, BodyTooLarge):
         return body_too_large(error)
+    if isinstance(error, BodyTimeout):
+        return body_timeout(error)
     if isinstance(error, StarletteHTTPException):
         return http_error(error)
     if isinstance(error, ClientDisconnect):  # answered to nobody; counted as 499, not 5xx

@@ -50,8 +50,9 @@ _ROWS = TypeAdapter(list[list[FiniteFloat]])
 
 #: what the model routes may answer (503: the service is starting)
 MODEL_ERRORS = errors(401, 403, 404, 422, 503, model=InferenceErrorResponse)
-#: ... and infer (413: more rows than ``MAX_BATCH``, or a body over the limit)
-INFER_ERRORS = errors(401, 403, 404, 413, 422, 503, model=InferenceErrorResponse)
+#: ... and infer (413: more rows than ``MAX_BATCH``, or a body over the limit; 408: a body
+#: not received in time)
+INFER_ERRORS = errors(401, 403, 404, 408, 413, 422, 503, model=InferenceErrorResponse)
 _TENSOR = {
     "type": "object",
     "required": ["name", "shape", "datatype"],

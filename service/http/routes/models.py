@@ -26,7 +26,7 @@ CREATES = {
     "status_code": 201,
     "response_model": ModelInfo,
     "dependencies": [Write],
-    "responses": errors(401, 403, 409, 413, 415, 422, 503),
+    "responses": errors(401, 403, 408, 409, 413, 415, 422, 503),
 }
 
 
