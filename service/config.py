@@ -44,6 +44,9 @@ class Settings(BaseSettings):
 
     #: Largest request body accepted, in bytes (413 beyond).
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    #: Seconds a request's body may take to arrive (the time the service waits for it); a
+    #: slower one is answered 408 ``request_timeout`` and its connection closed.
+    body_timeout: float = Field(30.0, gt=0)
     #: Most instances or examples in one JSON request.
     max_batch: int = Field(10_000, gt=0)
     #: Most live models.
@@ -129,7 +132,8 @@ class Settings(BaseSettings):
     #: Most bytes of kept answers of keyed requests per model (the oldest dropped first).
     idempotency_bytes: int = Field(32 * 1024 * 1024, gt=0)
 
-    #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
+    #: Bearer keys allowed to write (create/delete/import models, feedback, snapshots) and to
+    #: export a model (its full weights). Empty: open.
     write_keys: Annotated[list[str], NoDecode] = []
     #: Bearer keys allowed to read (predict, list). Empty: reads are open.
     read_keys: Annotated[list[str], NoDecode] = []

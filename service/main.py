@@ -218,7 +218,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.fast_path:  # inside ServiceMiddleware, in front of FastAPI's router
         app.add_middleware(FastPath)
     app.add_middleware(Gate, wait=settings.startup_wait)
-    app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        ServiceMiddleware,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout=settings.body_timeout,
+    )
     app.state.metrics = metrics
     # the status page's history (tests may swap it for one that samples faster)
     app.state.history = History(metrics)

@@ -21,7 +21,7 @@ router = APIRouter(prefix="/v1/models", tags=["feedback"])
     "/{name}/feedback",
     response_model=FeedbackResponse,
     dependencies=[Write],
-    responses=errors(401, 403, 404, 413, 415, 422, 503),
+    responses=errors(401, 403, 404, 408, 413, 415, 422, 503),
     openapi_extra=feedback_body(),
 )
 async def feedback(name: str, request: Request, app: App) -> JSONResponse:

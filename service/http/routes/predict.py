@@ -27,7 +27,7 @@ _VARIANT = {
     "/{name}/predict",
     response_model=PredictResponse,
     dependencies=[Read],
-    responses=errors(401, 403, 404, 413, 415, 422),
+    responses=errors(401, 403, 404, 408, 413, 415, 422),
     openapi_extra={"parameters": [_VARIANT], **json_body(PredictRequest)},
 )
 async def predict(name: str, request: Request, app: App) -> JSONResponse:

@@ -86,7 +86,11 @@ def test_export_then_import_predicts_the_same(client, kind, dtype):
         "/v1/models/other", content=b"nonsense", headers=headers | {"Idempotency-Key": "i2"}
     )
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
-    exists = client.put("/v1/models/m", content=exported.content)
+    exists = client.put(
+        "/v1/models/m",
+        content=exported.content,
+        headers={"content-type": exported.headers["content-type"]},
+    )
     assert exists.status_code == 409 and exists.json()["error"]["code"] == "model_exists"
 
 

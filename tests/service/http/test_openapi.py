@@ -57,7 +57,7 @@ def test_errors_are_declared_with_the_real_envelope(spec):
                     envelope = protocol if path.startswith("/v2") else ours
                     assert schema == envelope, (method, path, status)
     feedback = spec["paths"]["/v1/models/{name}/feedback"]["post"]["responses"]
-    assert {"401", "403", "404", "413", "415", "422", "503"} <= set(feedback)
+    assert {"401", "403", "404", "408", "413", "415", "422", "503"} <= set(feedback)
     create = spec["paths"]["/v1/models"]["post"]["responses"]
     assert {"409", "413", "422", "503"} <= set(create)
     assert "model_too_large" in create["422"]["description"]
