@@ -170,14 +170,16 @@ _HTTP_CODES = {
 
 
 def http_error(error: StarletteHTTPException) -> ErrorResponse:
-    """The framework's own errors (unknown path, method not allowed: with its ``Allow``)."""
+    """The framework's own errors (unknown path, method not allowed: with its ``Allow``), as
+    the domain error of their code."""
     code = _HTTP_CODES.get(error.status_code, "invalid_input")
-    status = error.status_code if code != "invalid_input" else 422
-    return status, error_body(code, str(error.detail)), dict(error.headers or {}) or None
+    status, body, headers = service_error(CODES[code][0](code, str(error.detail)))
+    return status, body, {**(headers or {}), **(error.headers or {})} or None
 
 
 def internal_error() -> ErrorResponse:
-    return 500, error_body("internal_error", "internal server error"), None
+    """An unexpected error (a bug, logged with its traceback by the middleware)."""
+    return service_error(Internal("internal_error", "internal server error"))
 
 
 def error_response(error: Exception) -> ErrorResponse | None:
@@ -193,7 +195,7 @@ def error_response(error: Exception) -> ErrorResponse | None:
     if isinstance(error, StarletteHTTPException):
         return http_error(error)
     if isinstance(error, ClientDisconnect):  # answered to nobody; counted as 499, not 5xx
-        return 499, error_body("client_closed", "the client went away mid-request"), None
+        return service_error(ClientClosed("client_closed", "the client went away mid-request"))
     return None
 
 
