@@ -22,6 +22,7 @@ new model, and ``lorentztron learn`` / ``eval`` / ``export`` / ``import`` use th
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 
@@ -35,6 +36,8 @@ FORMAT = "lorentztron.model/1"
 MEDIA_TYPE = "application/vnd.safetensors"
 
 _CODES = {np.dtype(v).str: k for k, v in schema.TENSOR_DTYPES.items()}
+#: a tensor not laid out in C order is written this many bytes of rows at a time
+WRITE_BLOCK_BYTES = 256 * 1024
 
 
 class InterchangeError(ValueError):
@@ -43,25 +46,50 @@ class InterchangeError(ValueError):
 
 def write_tensors(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
     """A safetensors file of ``tensors`` (little endian, C order) with string metadata."""
+    file = io.BytesIO()
+    write_tensors_to(file, tensors, metadata)
+    return file.getvalue()
+
+
+def write_tensors_to(file, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> int:
+    """Write a safetensors file of ``tensors`` to a binary ``file``, tensor by tensor (no
+    copy of the whole file in memory); its size in bytes."""
     header: dict = {"__metadata__": dict(metadata)}
-    chunks, offset = [], 0
+    offset = 0
     for name in sorted(tensors):
-        array = np.ascontiguousarray(tensors[name])
-        array = array.astype(array.dtype.newbyteorder("<"), copy=False)
-        code = _CODES.get(array.dtype.str)
+        array = tensors[name]
+        code = _CODES.get(array.dtype.newbyteorder("<").str)
         if code is None:
             raise InterchangeError(f"{name}: dtype {array.dtype} has no safetensors code")
-        data = array.tobytes()
+        nbytes = array.size * array.dtype.itemsize
         header[name] = {
             "dtype": code,
             "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
+            "data_offsets": [offset, offset + nbytes],
         }
-        chunks.append(data)
-        offset += len(data)
+        offset += nbytes
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)  # the tensors start 8-byte aligned
-    return b"".join((struct.pack("<Q", len(head)), head, *chunks))
+    file.write(struct.pack("<Q", len(head)))
+    file.write(head)
+    for name in sorted(tensors):
+        _write_c_order(file, tensors[name])
+    return 8 + len(head) + offset
+
+
+def _write_c_order(file, array: np.ndarray) -> None:
+    """Write an array's bytes in C order, little endian: a view of a transposed layout (DoS's
+    ``U_``) is copied a block of rows at a time (``WRITE_BLOCK_BYTES``), never whole."""
+    array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+    if array.size == 0:
+        return
+    if array.flags.c_contiguous or array.ndim < 2:
+        file.write(memoryview(np.ascontiguousarray(array).reshape(-1)).cast("B"))
+        return
+    rows = max(1, WRITE_BLOCK_BYTES // (array[0].size * array.dtype.itemsize))
+    for start in range(0, array.shape[0], rows):
+        block = np.ascontiguousarray(array[start : start + rows])
+        file.write(memoryview(block.reshape(-1)).cast("B"))
 
 
 def read_tensors(data: bytes | memoryview) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -90,6 +118,13 @@ def read_tensors(data: bytes | memoryview) -> tuple[dict[str, np.ndarray], dict[
 
 def dump_model(name: str, version: int, spec: dict, state: dict) -> bytes:
     """A model's file from its snapshot state (``LiveModel`` capture or ``store.decode``)."""
+    file = io.BytesIO()
+    write_model(file, name, version, spec, state)
+    return file.getvalue()
+
+
+def write_model(file, name: str, version: int, spec: dict, state: dict) -> int:
+    """Write a model's file to a binary ``file`` (``dump_model``); its size in bytes."""
     service = state.get("service", {"arrays": {}, "scalars": {}})
     tensors = {**state["arrays"], **service["arrays"]}
     if len(tensors) != len(state["arrays"]) + len(service["arrays"]):
@@ -103,7 +138,7 @@ def dump_model(name: str, version: int, spec: dict, state: dict) -> bytes:
         "scalars": state["scalars"],
         "service_scalars": service["scalars"],
     }
-    return write_tensors(tensors, {"format": FORMAT, "model": json.dumps(model)})
+    return write_tensors_to(file, tensors, {"format": FORMAT, "model": json.dumps(model)})
 
 
 def load_model(data: bytes | memoryview) -> tuple[dict, dict]:

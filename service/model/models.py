@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import BinaryIO
 
 from pydantic import ValidationError
 from redis.exceptions import RedisError
@@ -29,7 +31,7 @@ from redis.exceptions import RedisError
 from service.durability.capture import ANSWERS, MODEL
 from service.durability.feedback_log import LogUnavailable
 from service.durability.idempotency import Answers, Key
-from service.durability.interchange import InterchangeError, dump_model, load_model
+from service.durability.interchange import InterchangeError, load_model, write_model
 from service.durability.record import DurabilityRecord
 from service.durability.snapshots import SnapshotWriter
 from service.durability.store import SnapshotError, SnapshotMeta, decode
@@ -154,15 +156,24 @@ class Models:
         self.metrics.track_model(live)
         return answer
 
-    def export(self, name: str) -> bytes:
-        """The model as a safetensors file (``service.durability.interchange``), as it is now (the
-        answers of its keyed requests left out: they belong to this model only)."""
-        with self.use(name) as live, live.snapshot_lock:
-            captured = live.snapshot_state()
-            service = captured.state["service"]
-            arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
-            state = {**captured.state, "service": {**service, "arrays": arrays}}
-            return dump_model(name, captured.version, spec_to_json(live.spec), state)
+    def export(self, name: str) -> tuple[BinaryIO, int]:
+        """The model as a safetensors file (``service.durability.interchange``), as it is now
+        (the answers of its keyed requests left out: they belong to this model only): a
+        temporary file on disk at its start (an export costs no copy of a model in memory,
+        however slowly it is read), and its size. The caller closes it (which removes it)."""
+        file = tempfile.TemporaryFile()
+        try:
+            with self.use(name) as live, live.snapshot_lock:
+                captured = live.snapshot_state()  # (into the capture buffers: no new copy)
+                service = captured.state["service"]
+                arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
+                state = {**captured.state, "service": {**service, "arrays": arrays}}
+                size = write_model(file, name, captured.version, spec_to_json(live.spec), state)
+            file.seek(0)
+        except BaseException:
+            file.close()
+            raise
+        return file, size
 
     def import_model(self, data: bytes, name: str, view: View, key: Key | None = None) -> dict:
         """A new model ``name`` from a safetensors file (``export``, ``lorentztron learn``);

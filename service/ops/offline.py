@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from core.datasets import parse_svmlight
-from service.durability.interchange import dump_model, load_model
+from service.durability.interchange import load_model, write_model
 from service.http.bodies import prepare_feedback
 from service.http.schemas import CreateModel, spec_to_json
 from service.model.cache import PredictionCache
@@ -181,9 +181,10 @@ def _since(started: float) -> float:
 def save(live: LiveModel, path: Path) -> int:
     """Write the model's file (``service.durability.interchange``); its size in bytes."""
     captured = live.snapshot_state()
-    data = dump_model(live.name, captured.version, spec_to_json(live.spec), captured.state)
-    path.write_bytes(data)
-    return len(data)
+    with open(path, "wb") as file:
+        return write_model(
+            file, live.name, captured.version, spec_to_json(live.spec), captured.state
+        )
 
 
 def load(path: Path) -> LiveModel:

@@ -3,6 +3,7 @@
 import logging
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
 
 from service.durability.idempotency import HEADER, answer_headers, key_of
 from service.durability.interchange import MEDIA_TYPE
@@ -110,12 +111,27 @@ def export_model(name: str, app: App) -> Response:
     """The model as it is now, as a safetensors file (arrays as tensors, spec and counters
     in its metadata): `PUT /v1/models/{name}` and `lorentztron eval` read it. It needs a
     write key when write keys are set (the weights are worth as much as the right to replace
-    them); otherwise a read key when read keys are set."""
-    return Response(
-        app.models.export(name),
+    them); otherwise a read key when read keys are set. The file is written once, then
+    streamed: a slow reader holds no copy of the model in memory."""
+    file, size = app.models.export(name)
+    return StreamingResponse(
+        _chunks(file),
         media_type=MEDIA_TYPE,
-        headers={"Content-Disposition": f'attachment; filename="{name}.safetensors"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}.safetensors"',
+            "Content-Length": str(size),
+        },
     )
+
+
+def _chunks(file, size: int = 1 << 20):
+    """The file's bytes in chunks (read in a thread by Starlette), then the file closed (a
+    client gone away: when the generator is collected)."""
+    try:
+        while chunk := file.read(size):
+            yield chunk
+    finally:
+        file.close()
 
 
 @router.put(

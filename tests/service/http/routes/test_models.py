@@ -1,13 +1,14 @@
 import json
 import threading
 import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
 from service.config import Settings
-from service.durability.interchange import MEDIA_TYPE
+from service.durability.interchange import MEDIA_TYPE, load_model
 from service.http import bodies
 from service.http.routes.models import CREATE_BODY_BYTES
 from service.main import create_app
@@ -289,3 +290,25 @@ def test_a_create_body_over_a_mebibyte_is_refused_unparsed(client):
     answer = client.post("/v1/models", content=body, headers={"content-type": "application/json"})
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large"
     assert client.get("/v1/models").json()["models"] == []
+
+
+def test_an_export_is_streamed_without_a_copy_of_the_model_in_memory(client):
+    """``GET .../export`` streams a file written once from the snapshot capture buffers: no
+    allocation of the model's size while it is made (a slow reader holds none either), and
+    its bytes are the model file ``load_model`` reads."""
+    create(client, n_features=20_000, params={"rank": 8})
+    assert client.post("/v1/models/m/snapshots").status_code == 201  # (its capture buffers)
+    models = client.app.state.components.models
+    size = models.get("m").plan.nbytes // 2
+    tracemalloc.start()
+    try:
+        file, length = models.export("m")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    file.close()
+    assert length > size and peak < size / 4, (length, peak)  # (the old export: 2 copies)
+    exported = client.get("/v1/models/m/export")
+    assert exported.status_code == 200 and int(exported.headers["content-length"]) == length
+    info, state = load_model(exported.content)
+    assert info["version"] == 0 and set(state["arrays"]) >= {"live.U_", "average.V_"}
