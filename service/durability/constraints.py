@@ -18,6 +18,11 @@ from service.model.params import Constraint, Integer
 
 #: the deepest nesting of a JSON text read (a model's state nests five deep)
 MAX_DEPTH = 32
+#: the most commas a JSON text read may hold, a bound on its items counted before it is
+#: parsed: the parser holds the interpreter (and the event loop) while it runs, and a
+#: header of millions of tiny items would hold it for long (a one-vs-one model at the
+#: 5,000 sub-model limit writes ~300,000)
+MAX_ITEMS = 1_000_000
 INT64_MAX = 2**63 - 1
 
 
@@ -26,7 +31,10 @@ class SchemaError(ValueError):
 
 
 def parse_json(text: bytes | str, what: str) -> Any:
-    """The value of a JSON text nested at most ``MAX_DEPTH`` deep; SchemaError otherwise."""
+    """The value of a JSON text nested at most ``MAX_DEPTH`` deep and of at most
+    ``MAX_ITEMS`` items; SchemaError otherwise."""
+    if text.count(b"," if isinstance(text, bytes) else ",") > MAX_ITEMS:
+        raise SchemaError(f"{what} holds more than {MAX_ITEMS} JSON items")
     try:
         value = json.loads(text)
     except RecursionError:

@@ -1,12 +1,14 @@
 """The constraints over what the service reads from outside (``service.durability.constraints``):
 JSON depth, messages that name the field, numbers of a state."""
 
+import json
 import math
 
 import pytest
 
 from service.durability.constraints import (
     MAX_DEPTH,
+    MAX_ITEMS,
     Fields,
     Number,
     SchemaError,
@@ -24,6 +26,20 @@ def test_json_is_read_up_to_its_depth_limit():
             parse_json(text, "text")
     for text in (b"\xff", "{", ""):
         with pytest.raises(SchemaError, match="not JSON"):
+            parse_json(text, "text")
+
+
+def test_json_of_too_many_items_is_refused_before_it_is_parsed(monkeypatch):
+    """A header of millions of tiny items would hold the interpreter (and the event loop)
+    while ``json.loads`` runs: counted first, refused unparsed."""
+    assert parse_json(b"[" + b"1," * MAX_ITEMS + b"1]", "text")[-1] == 1
+
+    def never(text):
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(json, "loads", never)
+    for text in (b"[" + b"1," * (MAX_ITEMS + 1) + b"1]", "[" + "1," * (MAX_ITEMS + 1) + "1]"):
+        with pytest.raises(SchemaError, match=f"more than {MAX_ITEMS} JSON items"):
             parse_json(text, "text")
 
 
