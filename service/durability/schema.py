@@ -47,6 +47,7 @@ from service.durability.constraints import (
 )
 from service.exceptions import CODES
 from service.http.schemas import NAME_PATTERN, CreateModel, spec_from_json
+from service.model.kinds import KINDS
 from service.model.params import AnyOf, Constraint, Integer, Options, Real
 
 #: the largest header read (safetensors' own limit)
@@ -329,6 +330,10 @@ def _reservoir(scalars: dict, arrays: dict, spec: CreateModel) -> None:
         raise SchemaError(f"{RESERVOIR}n_seen is below the examples the window holds")
     if np.isnan(filled).any():
         raise SchemaError(f"{RESERVOIR}targets: a filled slot has no target")
+    if KINDS[spec.kind].family == "batch":  # (a batch kind keeps its labels, -1 and 1)
+        if ((filled != -1.0) & (filled != 1.0)).any():
+            raise SchemaError(f"{RESERVOIR}targets of a batch kind must be -1 or 1")
+        return
     regression = spec.kind == "pqr" and spec.params.get("task") == "regression"
     classes = None if regression else len(spec.classes or (-1, 1))
     if (

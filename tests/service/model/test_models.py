@@ -5,6 +5,7 @@ serves."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 
@@ -73,17 +74,17 @@ def test_the_worker_finishes_pending_deletions(settings, monkeypatch):
         create(client)
         store = client.app.state.components.models.store
         original = store.delete
-        failures = iter([OSError("busy")])
+        freed = threading.Event()  # (the files stay busy until the test frees them)
 
         def flaky(name):
-            error = next(failures, None)
-            if error is not None:
-                raise error
+            if not freed.is_set():
+                raise OSError("busy")
             original(name)
 
         monkeypatch.setattr(store, "delete", flaky)
         assert client.delete("/v1/models/m").status_code == 204
         assert store.deleting() == ["m"]
+        freed.set()
         wait_for(lambda: store.deleting() == [], timeout=10)
         assert not (settings.snapshot_dir / "m").exists()
 
