@@ -211,33 +211,40 @@ class Learner(_Loop):
         for name in list(self._free_since):
             if name not in free:
                 del self._free_since[name]
+        taking = []
         for name in free:
             since = self._free_since.setdefault(name, now)
             if placed[name] == self.id or now - since > self.settings.lease_ttl:
-                self.take(name)
+                taking.append(name)
+        self.take(taking)
         for name in sorted(self.held_leases())[: surplus(self.id, owners, learners)][:1]:
             self.hand_over(name)
 
-    def take(self, name: str) -> None:
-        """Acquire a free model's lease and restore the model here (snapshot + log)."""
-        acquired = self.leases.acquire(name)
-        if acquired is None:
-            return
+    def take(self, names: list[str]) -> None:
+        """Acquire the leases of free models, all of them first (the learner that died held
+        several: its share is claimed at once, not one restore after another), then restore
+        each model here (snapshot + log)."""
         started = time.monotonic()
-        with self._lock:  # renewed by the keeper while it is restored
-            self._held[name] = acquired.value
-        live = self.models.own(name, acquired.value)
-        if live is None:  # deleted meanwhile, or unreadable (logged)
-            with self._lock:
-                self._held.pop(name, None)
-            self.leases.release(name, acquired.value)
-            return
-        self.metrics.lease_acquisitions.inc()
-        self.metrics.model_owner.labels(name, self.id).set(1)
-        if acquired.orphaned_for is not None:
-            seconds = acquired.orphaned_for + time.monotonic() - started
-            self.metrics.takeover.observe(seconds)
-            log.info("took %s over (%.2f s without an owner)", name, seconds)
+        acquired = {}
+        for name in names:
+            lease = self.leases.acquire(name)
+            if lease is not None:
+                acquired[name] = lease
+                with self._lock:  # renewed by the keeper while the models are restored
+                    self._held[name] = lease.value
+        for name, lease in acquired.items():
+            live = self.models.own(name, lease.value)
+            if live is None:  # deleted meanwhile, or unreadable (logged)
+                with self._lock:
+                    self._held.pop(name, None)
+                self.leases.release(name, lease.value)
+                continue
+            self.metrics.lease_acquisitions.inc()
+            self.metrics.model_owner.labels(name, self.id).set(1)
+            if lease.orphaned_for is not None:
+                seconds = lease.orphaned_for + time.monotonic() - started
+                self.metrics.takeover.observe(seconds)
+                log.info("took %s over (%.2f s without an owner)", name, seconds)
 
     def hand_over(self, name: str) -> None:
         """Give a model to another learner: a last snapshot, then the lease released."""

@@ -102,7 +102,7 @@ def run_scenario(tmp_path, url: str, cluster: bool) -> None:
         time.sleep(2)
         killed = [name for name, owner in owners(client, keys).items() if owner == ids[0]]
         learners[0].kill()
-        # taken over (restored, learning) within twice the lease TTL
+        # taken over within twice the lease TTL (its leases claimed together, then restored)
         assert max(takeover_times(client, keys, killed, ids[0]).values()) < 2 * TTL
 
         paused = [name for name, owner in owners(client, keys).items() if owner == ids[1]]
