@@ -16,16 +16,7 @@ named features hashed by :class:`FeatureHasher`.
 __version__ = "0.1.0"
 
 from core.averaging import Averaged
-from core.base import (
-    BatchClassifier,
-    BinaryClassifier,
-    BinaryModel,
-    Estimator,
-    Step,
-    Steps,
-    from_spec,
-    from_state,
-)
+from core.base import BatchClassifier, BinaryClassifier, BinaryModel, Estimator, Step, Steps
 from core.calibration import Calibrated, IsotonicCalibrator, PlattCalibrator
 from core.dos import DoSClassifier
 from core.features import FeatureHasher
@@ -33,6 +24,7 @@ from core.linear import LinearPA
 from core.mofm import MultiOutputPN, Reservoir
 from core.multiclass import OneVsOne, OneVsRest, OrdinalMcRank
 from core.pqr import PQR
+from core.registry import from_spec, from_state
 from core.separation import (
     EllipsoidalClassifier,
     EllipsoidPerceptron,

@@ -10,7 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.align import ALIGNMENTS, running_average
-from core.base import Estimator, PartialBatchError, _plain, params_spec
+from core.base import Estimator, PartialBatchError
+from core.registry import params_spec, plain_value
 
 __all__ = [
     "Averaged",
@@ -284,7 +285,7 @@ def _same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 
 def _scalars(model: Estimator) -> dict:
     """The ``scalars`` of ``model.get_state()``, sub-models' with their dotted prefixes."""
-    scalars = {name: _plain(getattr(model, name)) for name in model._scalars}
+    scalars = {name: plain_value(getattr(model, name)) for name in model._scalars}
     for prefix, child in model._children():
         scalars.update({f"{prefix}.{k}": v for k, v in _scalars(child).items()})
     return scalars

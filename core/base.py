@@ -15,9 +15,11 @@ Batch models (:class:`BatchClassifier`) replace ``learn_one`` / ``learn_many`` b
 Hyperparameters are keyword-only constructor arguments stored unchanged under their own
 names; learned arrays end in ``_`` and are listed in the class attribute ``_arrays``
 (learned scalars in ``_scalars``). Composite models (one-vs-one, averaging) list their
-sub-models through ``_children()``; their arrays are flattened with dotted prefixes.
+sub-models through ``_children()``; their arrays are flattened with dotted prefixes. Every
+model class registers itself in ``core.registry``, which rebuilds models from their states.
 
 >>> from core.linear import LinearPA
+>>> from core.registry import from_state
 >>> model = LinearPA(n_features=2, classes=["ham", "spam"])
 >>> step = model.learn_one([1.0, 0.0], "spam")
 >>> step.predicted, step.loss, model.predict_one([1.0, 0.0])
@@ -29,10 +31,7 @@ sub-models through ``_children()``; their arrays are flattened with dotted prefi
 from __future__ import annotations
 
 import copy
-import hashlib
-import importlib
 import inspect
-import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -40,37 +39,19 @@ import numpy as np
 
 from core.config import INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
-from core.labels import LabelMap, check_binary_label, check_binary_labels, check_state_labels
+from core.labels import LabelMap, check_binary_label, check_binary_labels
+from core.registry import from_state, params_spec, plain_value, register, with_defaults
 
 __all__ = [
     "BatchClassifier",
     "BinaryClassifier",
     "BinaryModel",
     "Estimator",
-    "MODEL_KINDS",
     "PartialBatchError",
     "Step",
     "Steps",
-    "from_spec",
-    "from_state",
-    "params_spec",
-    "state_digest",
+    "steps_from",
 ]
-
-#: kind name -> class, filled by ``Estimator.__init_subclass__`` so that a state can name
-#: the class that reads it back (``from_state``).
-MODEL_KINDS: dict[str, type[Estimator]] = {}
-#: Modules defining model kinds, imported by ``from_spec`` when it meets an unknown kind (so
-#: that loading a snapshot does not depend on what the caller happened to import).
-MODEL_MODULES = (
-    "core.linear",
-    "core.dos",
-    "core.pqr",
-    "core.mofm",
-    "core.multiclass",
-    "core.averaging",
-    "core.separation",
-)
 
 
 class Step(NamedTuple):
@@ -191,8 +172,8 @@ class Estimator:
 
     Subclasses declare their learned arrays in ``_arrays`` and learned scalars in
     ``_scalars``, and their sub-models through ``_children()``; this class turns them into
-    ``get_state`` / ``set_state`` and registers the class in ``MODEL_KINDS`` so that
-    :func:`from_state` can rebuild it.
+    ``get_state`` / ``set_state`` and registers the class in ``core.registry.MODEL_KINDS`` so
+    that ``core.registry.from_state`` can rebuild it.
 
     Attributes
     ----------
@@ -218,7 +199,7 @@ class Estimator:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        MODEL_KINDS[cls.__name__] = cls
+        register(cls)
 
     # -- hyperparameters ---------------------------------------------------------------
     @classmethod
@@ -321,7 +302,7 @@ class Estimator:
         }
 
     def _all_scalars(self) -> dict[str, Any]:
-        scalars = {name: _plain(getattr(self, name)) for name in self._scalars}
+        scalars = {name: plain_value(getattr(self, name)) for name in self._scalars}
         for prefix, child in self._children():
             scalars.update({f"{prefix}.{k}": v for k, v in child._all_scalars().items()})
         return scalars
@@ -432,7 +413,7 @@ class Estimator:
         """
         if state.get("kind") != type(self).__name__:
             raise ValueError(f"state is for {state.get('kind')!r}, not {type(self).__name__}")
-        if _with_defaults(state.get("params"), type(self)) != params_spec(self):
+        if with_defaults(state.get("params"), type(self)) != params_spec(self):
             raise ValueError("state was made with different hyperparameters")
         writes = self._check_state(state["arrays"], state["scalars"])
         for target, name, value in writes:
@@ -790,130 +771,6 @@ class BatchClassifier(BinaryModel):
 
     def _fit_batch(self, batch: CSRBatch, y: np.ndarray) -> None:  # pragma: no cover
         raise NotImplementedError
-
-
-# =============================================================================================
-# States and specs
-# =============================================================================================
-def params_spec(model: Estimator) -> dict[str, Any]:
-    """JSON-serialisable hyperparameters; sub-models become ``{"kind", "params"}``.
-
-    Raises ``ValueError`` for a hyperparameter that JSON cannot hold (e.g. a tuple label).
-
-    >>> from core.linear import LinearPA
-    >>> params_spec(LinearPA(n_features=3))
-    {'n_features': 3, 'mode': 'pa', 'C': 1.0, 'fit_intercept': True, 'classes': None}
-    """
-    spec = {}
-    for name, value in model.get_params().items():
-        if isinstance(value, Estimator):
-            value = {"kind": type(value).__name__, "params": params_spec(value)}
-        if name == "classes" and value is not None:
-            check_state_labels(value)  # a tuple label would come back as an unhashable list
-        value = _plain(value)
-        if not _is_json(value):
-            raise ValueError(
-                f"hyperparameter {name}={value!r} of {type(model).__name__} cannot be written "
-                "into a state (JSON holds strings, numbers, booleans, None, lists and dicts)"
-            )
-        spec[name] = value
-    return spec
-
-
-def _is_json(value) -> bool:
-    if value is None or isinstance(value, str | int | float | bool):
-        return True
-    if isinstance(value, list):
-        return all(_is_json(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
-    return False
-
-
-def _with_defaults(params, cls: type) -> Any:
-    """``params`` of a state for ``cls`` with the hyperparameters it lacks at their defaults
-    (recursively for sub-model specs): a state written before a hyperparameter existed."""
-    if not isinstance(params, dict):
-        return params
-    out = dict(params)
-    for p in inspect.signature(cls.__init__).parameters.values():
-        if p.kind is p.KEYWORD_ONLY and p.name not in out and p.default is not p.empty:
-            out[p.name] = _plain(p.default)
-    for name, value in out.items():
-        if isinstance(value, dict) and value.get("kind") in MODEL_KINDS and "params" in value:
-            child = MODEL_KINDS[value["kind"]]
-            out[name] = {**value, "params": _with_defaults(value["params"], child)}
-    return out
-
-
-def from_spec(spec: dict[str, Any]) -> Estimator:
-    """Build an unfitted model from ``{"kind", "params"}`` (as written by ``get_state``).
-
-    >>> from_spec({"kind": "LinearPA", "params": {"n_features": 2, "mode": "pa1"}})
-    LinearPA(n_features=2, mode='pa1', C=1.0, fit_intercept=True, classes=None)
-    """
-    kind = spec.get("kind")
-    if kind not in MODEL_KINDS:
-        for module in MODEL_MODULES:
-            importlib.import_module(module)
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"unknown model kind {kind!r}")
-    cls = MODEL_KINDS[kind]
-    params = {}
-    for name, value in spec.get("params", {}).items():
-        if isinstance(value, dict) and "kind" in value and "params" in value:
-            value = from_spec(value)
-        params[name] = value
-    return cls(**params)
-
-
-def from_state(state: dict[str, Any]) -> Estimator:
-    """Rebuild a model, hyperparameters and learned state, from ``get_state()``'s output.
-
-    >>> from core.linear import LinearPA
-    >>> model = LinearPA(n_features=1)
-    >>> _ = model.learn_one([1.0], 1)
-    >>> from_state(model.get_state()).w_
-    array([0.5, 0.5])
-    """
-    model = from_spec(state)
-    model.set_state(state)
-    return model
-
-
-def state_digest(state: dict[str, Any]) -> str:
-    """SHA-256 of a state (arrays bit for bit, scalars, params): equal iff states are equal.
-
-    >>> from core.linear import LinearPA
-    >>> a, b = LinearPA(n_features=2), LinearPA(n_features=2)
-    >>> state_digest(a.get_state()) == state_digest(b.get_state())
-    True
-    """
-    digest = hashlib.sha256()
-    digest.update(
-        json.dumps([state["kind"], state["params"], state["scalars"]], sort_keys=True).encode()
-    )
-    for name in sorted(state["arrays"]):
-        array = state["arrays"][name]
-        digest.update(f"{name}{array.shape}{array.dtype}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def _plain(value):
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.str_):
-        return str(value)
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def steps_from(scores: np.ndarray, labels: np.ndarray, steps: np.ndarray) -> Steps:

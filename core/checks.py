@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from core.base import Estimator, from_state, state_digest
+from core.base import Estimator
+from core.registry import from_state, state_digest
 
 __all__ = [
     "CHECKS",

@@ -35,7 +35,7 @@ class _Reduction:
     """Parameter checks, label mapping and prediction plumbing shared by the reductions.
 
     A mixin rather than an ``Estimator`` subclass so that it is not registered as a model
-    kind of its own (``core.base.MODEL_KINDS``).
+    kind of its own (``core.registry.MODEL_KINDS``).
     """
 
     _scalars = ("n_seen_",)

@@ -5,10 +5,11 @@ import pytest
 
 from core.align import aligned_average, running_average
 from core.averaging import Averaged
-from core.base import Estimator, PartialBatchError, Step, Steps, from_state, params_spec
+from core.base import Estimator, PartialBatchError, Step, Steps
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
+from core.registry import from_state, params_spec
 
 
 def binary_stream(n=60, d=5, seed=0):

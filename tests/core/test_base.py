@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from core.base import from_spec, from_state, params_spec, state_digest
 from core.checks import check_estimator
 from core.dos import DoSClassifier
 from core.labels import check_binary_label
 from core.linear import LinearPA
 from core.multiclass import OneVsOne
 from core.pqr import PQR
+from core.registry import from_spec, from_state, params_spec, state_digest
 from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
 from core.validation import check_pa_params
 

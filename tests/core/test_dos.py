@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from core.base import state_digest
 from core.dos import DoSClassifier
 from core.kernels.dos import _dos_residual, _dos_root
+from core.registry import state_digest
 from tests import naive
 
 

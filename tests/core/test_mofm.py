@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.base import from_state, state_digest
 from core.checks import check_estimator
 from core.features import as_batch
 from core.kernels.mofm import LOSSES, PENALTIES, _mofm_project, _mofm_score
 from core.mofm import MultiOutputPN, Problem, Reservoir, batch_loss_grad, select_basis
 from core.mofm.algorithm1 import SELECTION_NORM
+from core.registry import from_state, state_digest
 from tests import naive
 
 ACTIVATION_NAMES = ("square", "anova")

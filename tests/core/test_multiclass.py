@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.base import Step, Steps, from_state, state_digest
+from core.base import Step, Steps
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.multiclass import OneVsOne, OneVsRest
+from core.registry import from_state, state_digest
 
 VOWEL = Path(__file__).resolve().parents[3] / "shared" / "data" / "vowel"
 INT_CLASSES = [3, 0, 7, 1]

@@ -4,11 +4,11 @@ model suite, and a small recommender experiment with a multi-output FM."""
 import numpy as np
 import pytest
 
-from core.base import state_digest
 from core.checks import check_estimator
 from core.metrics import ndcg_at_k, rmse
 from core.mofm import MultiOutputPN
 from core.multiclass import OrdinalMcRank
+from core.registry import state_digest
 
 LEVELS = [1, 3, 5, 7]
 

@@ -11,11 +11,12 @@ import scipy.sparse as sp
 import core.multiclass as multiclass
 import core.stacking as stacking
 from core.averaging import Averaged
-from core.base import PartialBatchError, state_digest
+from core.base import PartialBatchError
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.multiclass import OneVsOne, OneVsRest
+from core.registry import state_digest
 
 CLASSES = [3, 0, 7, 1, 5]
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from benchmarks.reproduce_dos.family import PAIRS, Family
-from core.base import state_digest
 from core.datasets import DeformationStream
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.multiclass import OneVsOne
+from core.registry import state_digest
 from tests.benchmarks.reproduce_dos.digits import strokes
 
 

@@ -5,8 +5,8 @@ import pytest
 import redis
 
 from core.averaging import Averaged
-from core.base import state_digest
 from core.dos import DoSClassifier
+from core.registry import state_digest
 from service.durability.store import (
     LocalStore,
     RedisStore,

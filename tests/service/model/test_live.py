@@ -4,8 +4,8 @@ of requests logged together and learned one by one, and the model's story in its
 import numpy as np
 import pytest
 
-from core.base import state_digest
 from core.features import batch_from_rows
+from core.registry import state_digest
 from service.durability.feedback_log import FileLog, LogUnavailable, decode_record
 from service.durability.journal import Journal
 from service.exceptions import InvalidRequest, ServiceError, Unavailable

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from core.averaging import Averaged
-from core.base import state_digest
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from core.multiclass import OneVsOne
+from core.registry import state_digest
 from service.durability.feedback_log import LogUnavailable
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for

@@ -7,9 +7,9 @@ import httpx
 import numpy as np
 import pytest
 
-from core.base import state_digest
 from core.mofm import MultiOutputPN
 from core.multiclass import OrdinalMcRank
+from core.registry import state_digest
 from core.separation import EllipsoidPerceptron
 from service.config import Settings
 from service.main import create_app
