@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from numbers import Integral
 
 import numpy as np
-import scipy.sparse as sp
 
 from core.align import ALIGNMENTS, running_average
 from core.base import Estimator, PartialBatchError
-from core.registry import params_spec, plain_value
+from core.features import sliceable
 
 __all__ = [
     "Averaged",
@@ -87,7 +85,7 @@ class Averaged(Estimator):
             raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
         if not isinstance(model, Estimator):
             raise ValueError(f"model must be an Estimator, got {type(model).__name__}")
-        if not _averageable(model):
+        if not model.is_averageable():
             raise ValueError(
                 f"{type(model).__name__} cannot be time-averaged element-wise (its state is "
                 "not a weight vector, e.g. FTRL's z and n)"
@@ -121,7 +119,7 @@ class Averaged(Estimator):
         """Learn a batch in order, exactly as ``learn_one`` would. Returns what the live model
         returns (per-example arrays of the chunks concatenated); ``options`` go to the live
         model's ``learn_many`` (e.g. one-vs-one's ``progressive``)."""
-        X, y, n_rows = _sliceable(X, y)
+        X, y, n_rows = sliceable(X, y)
         interval = self.interval
         first = min(n_rows, interval - self.n_seen_ % interval)
         bounds = [0, *range(first, n_rows, interval), n_rows]
@@ -254,11 +252,12 @@ def _state(model: Estimator, order: str = "C") -> dict:
     slower once the buffer outgrows the cache). ``order="K"`` copies each array in its own
     layout (a plain copy, for a rollback through ``set_state``, which only needs the values)."""
     copy = _copy_c if order == "C" else (lambda array: np.array(array, order="K", copy=True))
+    meta = model.get_state_meta()
     return {
-        "kind": type(model).__name__,
-        "params": params_spec(model),
+        "kind": meta["kind"],
+        "params": meta["params"],
         "arrays": {name: copy(array) for name, array in model.arrays()},
-        "scalars": _scalars(model),
+        "scalars": meta["scalars"],
     }
 
 
@@ -281,50 +280,6 @@ def _same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(
         (a[name].shape, a[name].dtype) == (b[name].shape, b[name].dtype) for name in a
     )
-
-
-def _scalars(model: Estimator) -> dict:
-    """The ``scalars`` of ``model.get_state()``, sub-models' with their dotted prefixes."""
-    scalars = {name: plain_value(getattr(model, name)) for name in model._scalars}
-    for prefix, child in model._children():
-        scalars.update({f"{prefix}.{k}": v for k, v in _scalars(child).items()})
-    return scalars
-
-
-def _averageable(model: Estimator) -> bool:
-    return model.averageable and all(_averageable(child) for _, child in model._children())
-
-
-def _sliceable(X, y):
-    """The batch and labels in a form that slices by rows, and the number of rows."""
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        n_rows = X.shape[0]
-    elif isinstance(X, np.ndarray):
-        if X.ndim != 2:
-            raise ValueError(f"batch must be 2-D, got shape {X.shape}")
-        n_rows = X.shape[0]
-    elif isinstance(X, str | bytes | Mapping):
-        raise ValueError(
-            f"a batch is a 2-D array, a sparse matrix or a sequence of rows, got {X!r}"
-        )
-    else:
-        if not isinstance(X, Sequence):
-            try:
-                X = list(X)
-            except TypeError:
-                raise ValueError(f"cannot read a batch from {type(X).__name__}") from None
-        n_rows = len(X)
-    if isinstance(y, str | bytes | Mapping) or np.ndim(y) == 0:
-        raise ValueError(f"labels must be a sequence, got {y!r}")
-    if not isinstance(y, np.ndarray | Sequence):
-        try:
-            y = list(y)
-        except TypeError:
-            raise ValueError(f"labels must be a sequence, got {y!r}") from None
-    if len(y) != n_rows:
-        raise ValueError(f"got {len(y)} labels for {n_rows} rows")
-    return X, y, n_rows
 
 
 def _concatenate(results: list):

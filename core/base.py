@@ -254,7 +254,39 @@ class Estimator:
 
     # -- state ---------------------------------------------------------------------------
     def _children(self) -> list[tuple[str, Estimator]]:
+        """The sub-models with their state prefixes: the hook a composite model overrides
+        (read them through :meth:`children`)."""
         return []
+
+    def children(self) -> list[tuple[str, Estimator]]:
+        """The sub-models of a composite model, with the prefixes of their entries in its
+        state (``"live"``, ``"0"``, ...); empty for a plain model.
+
+        Returns
+        -------
+        list of (str, Estimator)
+
+        Examples
+        --------
+        >>> from core.calibration import Calibrated
+        >>> from core.linear import LinearPA
+        >>> [prefix for prefix, _ in Calibrated(model=LinearPA(n_features=1)).children()]
+        ['model', 'calibrator']
+        """
+        return self._children()
+
+    def is_averageable(self) -> bool:
+        """Whether this model and every sub-model are ``averageable`` (what
+        ``core.averaging.Averaged`` requires of the model it averages).
+
+        Examples
+        --------
+        >>> from core.calibration import Calibrated
+        >>> from core.linear import LinearPA
+        >>> Calibrated(model=LinearPA(n_features=1), method="isotonic").is_averageable()
+        False
+        """
+        return self.averageable and all(child.is_averageable() for _, child in self._children())
 
     def get_state(self, order: str = "C") -> dict[str, Any]:
         """The learned state: ``{"kind", "params", "arrays", "scalars"}``.
@@ -488,7 +520,9 @@ class BinaryModel(Estimator):
     The model learns ``-1`` for ``classes[0]`` and ``+1`` for ``classes[1]``, predicts
     ``classes[1]`` when its score is ``> 0`` and ``classes[0]`` otherwise (a zero model says
     ``classes[0]``). Without ``classes`` the labels are ``-1`` and ``+1`` themselves.
-    Subclasses implement ``_score_row`` and ``score_batch`` over validated rows and batches.
+    Subclasses implement :meth:`score_row` and :meth:`score_batch` over validated rows and
+    batches: the hooks that wrappers (``core.calibration.Calibrated``, the reductions) call on
+    what they validated once.
 
     Attributes
     ----------
@@ -564,7 +598,7 @@ class BinaryModel(Estimator):
         (1.0, 1.0)
         """
         indices, values = self._row(x)
-        return self._score_row(indices, values)
+        return self.score_row(indices, values)
 
     def score_many(self, X) -> np.ndarray:
         """Decision values of a batch, shape (n_rows,).
@@ -644,13 +678,39 @@ class BinaryModel(Estimator):
         return np.asarray(self.proba_from_scores(self.score_many(X)))
 
     # implemented by subclasses
-    def _score_row(self, indices, values) -> float:  # pragma: no cover
+    def score_row(self, indices: np.ndarray, values: np.ndarray) -> float:  # pragma: no cover
+        """The decision value of one row already validated for this model.
+
+        Parameters
+        ----------
+        indices : ndarray of int64
+            The row's sorted, distinct feature indices, each in ``[0, n_features)``.
+        values : ndarray of float64
+            Its finite values (``core.features.as_row`` with the model's ``n_features``
+            returns both).
+
+        Returns
+        -------
+        float
+            What ``score_one`` returns for that row (no validation: a caller that validated
+            once scores without a second pass).
+        """
         raise NotImplementedError
 
     def score_batch(self, batch: CSRBatch) -> np.ndarray:  # pragma: no cover
-        """Scores of a batch already validated for this model (``core.features.as_batch``
-        with its ``n_features``): no validation, so a server that validated once scores
-        without a second pass."""
+        """The decision values of a batch already validated for this model.
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+            What ``score_many`` returns for those rows (no validation: a server that
+            validated once scores without a second pass).
+        """
         raise NotImplementedError
 
 
@@ -658,8 +718,10 @@ class BinaryClassifier(BinaryModel):
     """Base of the online binary classifiers: ``learn_one`` / ``learn_many``.
 
     Inputs are validated first, so a bad example raises ``ValueError`` before any learned
-    array is touched. Subclasses implement ``_learn_row`` and ``_learn_batch`` over
-    validated rows and batches with labels ``-1.0`` / ``+1.0``.
+    array is touched. Subclasses implement :meth:`learn_row` and :meth:`learn_rows` over
+    validated rows and batches with numeric targets (``-1.0`` / ``+1.0``): the hooks that
+    wrappers (``core.calibration.Calibrated``, the reductions) call on what they validated
+    once.
 
     Examples
     --------
@@ -697,7 +759,7 @@ class BinaryClassifier(BinaryModel):
         """
         label = self._binary_label(y)
         indices, values = self._row(x)
-        return self._learn_row(indices, values, label)
+        return self.learn_row(indices, values, label)
 
     def learn_many(self, X, y) -> Steps:
         """Learn a batch in order: the same model as ``learn_one`` on each row.
@@ -723,17 +785,60 @@ class BinaryClassifier(BinaryModel):
         """
         batch = self._batch(X)
         labels = self._binary_labels(y, batch.n_rows)
-        steps = self._learn_batch(batch, labels)
+        steps = self.learn_rows(batch, labels)
         return Steps(
             steps.scores, steps.losses, steps.aggressive, None, self._labels_of(steps.scores)
         )
 
     # implemented by subclasses
-    def _learn_row(self, indices, values, y: float) -> Step:  # pragma: no cover
-        raise NotImplementedError
+    def learn_row(self, indices: np.ndarray, values: np.ndarray, y: float) -> Step:
+        """Update the model with one row already validated for it and its numeric target.
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:  # pragma: no cover
-        raise NotImplementedError
+        Parameters
+        ----------
+        indices, values : ndarray
+            A row validated with the model's ``n_features`` (see :meth:`score_row`).
+        y : float
+            ``-1.0`` for ``classes_[0]``, ``+1.0`` for ``classes_[1]`` (a regression model:
+            the target value, finite).
+
+        Returns
+        -------
+        Step
+            The score, loss and prediction before the update, and whether it changed the
+            model.
+
+        Raises
+        ------
+        ValueError
+            If the row's squared norm or score overflows float64; nothing is learned.
+        """
+        raise NotImplementedError  # pragma: no cover
+
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+        """Update the model with the rows of a batch already validated for it, in order, and
+        their numeric targets: the model of :meth:`learn_row` on each row.
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        y : ndarray of float64, shape (n_rows,)
+            One target per row, as :meth:`learn_row` takes it.
+
+        Returns
+        -------
+        Steps
+            Per row: the score and loss before its update and whether it changed the model
+            (``predicted`` is None).
+
+        Raises
+        ------
+        PartialBatchError
+            If a row's squared norm or score overflows float64: the rows before it were
+            learned (``error.learned``), it and the rest were not.
+        """
+        raise NotImplementedError  # pragma: no cover
 
 
 class BatchClassifier(BinaryModel):

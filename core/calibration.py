@@ -304,22 +304,20 @@ class Calibrated(BinaryClassifier):
         self.model_ = model.clone()
         self.calibrator_ = CALIBRATORS[method](memory=memory)
         self.n_features = self.model_.n_features
-        self.classes_ = self.model_.classes_
-        self._label_map = self.model_._label_map
-        self._label_array = self.model_._label_array
+        self._init_classes(self.model_.classes)  # the model's labels, mapped as it maps them
 
     def _children(self) -> list[tuple[str, Estimator]]:
         return [("model", self.model_), ("calibrator", self.calibrator_)]
 
     # -- learning: the model's, then the calibrator's ----------------------------------------
-    def _learn_row(self, indices, values, y: float) -> Step:
-        step = self.model_._learn_row(indices, values, y)
+    def learn_row(self, indices, values, y: float) -> Step:
+        step = self.model_.learn_row(indices, values, y)
         self.calibrator_.learn_one(step.score, y > 0.0)
         return step
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         try:
-            steps = self.model_._learn_batch(batch, y)
+            steps = self.model_.learn_rows(batch, y)
         except PartialBatchError as error:
             # the model learned the rows before the one it refused: so does the calibrator
             learned = len(error.learned)
@@ -329,8 +327,8 @@ class Calibrated(BinaryClassifier):
         return steps
 
     # -- scores and probabilities ----------------------------------------------------------
-    def _score_row(self, indices, values) -> float:
-        return self.model_._score_row(indices, values)
+    def score_row(self, indices, values) -> float:
+        return self.model_.score_row(indices, values)
 
     def score_batch(self, batch: CSRBatch) -> np.ndarray:
         return self.model_.score_batch(batch)

@@ -6,8 +6,8 @@ computes ten-way error rates on handwritten digits "from the majority votes of
 45 = (10 * 9) / 2 pairwise classifiers": that is :class:`OneVsOne`.
 
 An example is validated once (``core.features.as_row`` / ``as_batch``) and its label is mapped
-to a class index once; the sub-models then run their internal methods (``_learn_row``,
-``_score_row``, ``_learn_batch``, ``score_batch``) on the validated row, so a one-vs-one
+to a class index once; the sub-models then run the protocol's hooks for validated input
+(``learn_row``, ``score_row``, ``learn_rows``, ``score_batch``) on it, so a one-vs-one
 ``learn_one`` over 10 classes does not validate the same example 45 times. Everything that can
 make a sub-model refuse an example (a bad row or label, a squared norm or score that overflows
 float64) is checked before the first sub-model learns, so a bad example changes nothing.
@@ -72,7 +72,7 @@ class _Reduction:
 
     # -- prediction --------------------------------------------------------------------
     def _model_scores_row(self, indices, values) -> np.ndarray:
-        return np.array([model._score_row(indices, values) for model in self.models_])
+        return np.array([model.score_row(indices, values) for model in self.models_])
 
     def _model_scores_batch(self, batch: CSRBatch) -> np.ndarray:
         """The binary models' scores, shape (n_rows, n_models): by one product of the rows
@@ -80,7 +80,7 @@ class _Reduction:
         and the batch is large enough to pay for the stacking, else model by model (the two
         agree to rounding)."""
         if batch.n_rows >= stacking.STACK_MIN_ROWS:
-            stack = stacking._Stack.of(self.models_, batch, self.n_features)
+            stack = stacking.Stack.of(self.models_, batch, self.n_features)
             if stack is not None:
                 return stack.scores()
         scores = np.empty((batch.n_rows, len(self.models_)))
@@ -125,7 +125,7 @@ class _Reduction:
             and X.shape[1] == self.n_features
             and X.shape[0] >= stacking.STACK_MIN_ROWS
         ):
-            stack = stacking._Stack.of_dense(self.models_, self.n_features)
+            stack = stacking.Stack.of_dense(self.models_, self.n_features)
             if stack is not None:
                 X = np.asarray(X, dtype=FLOAT)
                 if np.isfinite(X).all():
@@ -364,7 +364,7 @@ class OneVsOne(_Reduction, Estimator):
         loss, n_aggressive = 0.0, 0
         for p in learners:
             label = 1.0 if self.pairs_[p][0] == target else -1.0
-            step = self.models_[p]._learn_row(indices, values, label)
+            step = self.models_[p].learn_row(indices, values, label)
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
@@ -408,7 +408,7 @@ class OneVsOne(_Reduction, Estimator):
                 continue
             labels = np.where(targets[rows] == i, 1.0, -1.0)
             try:
-                steps = self.models_[p]._learn_batch(_take_rows(batch, rows), labels)
+                steps = self.models_[p].learn_rows(_take_rows(batch, rows), labels)
             except ValueError as error:
                 raise ValueError(f"{self._describe(p)}: {error}; earlier pairs learned") from None
             losses[rows] += steps.losses
@@ -421,7 +421,7 @@ class OneVsOne(_Reduction, Estimator):
         are small DoS models (``stacking.learn_pair_by_pair``), else by block products
         (``stacking.learn_by_blocks``), else by the ``learn_one`` loop."""
         if batch.n_rows < stacking.STACK_MIN_ROWS:
-            return self._learn_rows(batch, targets)
+            return self._learn_loop(batch, targets)
         learned = stacking.learn_pair_by_pair(self.models_, self.pairs_, batch, targets)
         if learned is not None:
             scores, nus = learned
@@ -432,7 +432,7 @@ class OneVsOne(_Reduction, Estimator):
                 self.models_, batch, self.n_features, targets, self._pairs_of, self._first
             )
             if learned is None:
-                return self._learn_rows(batch, targets)
+                return self._learn_loop(batch, targets)
             scores, losses, counts, done = learned
         self._calibrate(targets[:done], scores[:done])
         self.n_seen_ += done
@@ -475,7 +475,7 @@ class OneVsOne(_Reduction, Estimator):
         predicted = self._labels[self._winners_of(votes, confidence)]
         return Steps(_squash(votes, confidence), losses, counts > 0, counts, predicted)
 
-    def _learn_rows(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
+    def _learn_loop(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
         """The ``learn_one`` loop over a checked batch (bases without a batched progressive
         path)."""
         n_rows = batch.n_rows
@@ -577,7 +577,7 @@ class OneVsRest(_Reduction, Estimator):
         predicted = self._winners(model_scores[None, :])[0]
         loss, n_aggressive = 0.0, 0
         for k, model in enumerate(self.models_):
-            step = model._learn_row(indices, values, 1.0 if k == target else -1.0)
+            step = model.learn_row(indices, values, 1.0 if k == target else -1.0)
             loss += step.loss
             n_aggressive += step.aggressive
         self.n_seen_ += 1
@@ -595,7 +595,7 @@ class OneVsRest(_Reduction, Estimator):
         for k, model in enumerate(self.models_):
             labels = np.where(targets == k, 1.0, -1.0)
             try:
-                steps = model._learn_batch(batch, labels)
+                steps = model.learn_rows(batch, labels)
             except ValueError as error:
                 raise ValueError(f"{self._describe(k)}: {error}; earlier models learned") from None
             losses += steps.losses

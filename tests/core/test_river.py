@@ -98,4 +98,4 @@ def test_pickling_keeps_the_views_of_a_dos_model():
     model = DoSClassifier(n_features=3, rank=2, seed=0)
     copy = pickle.loads(pickle.dumps(model))
     copy.learn_one([1.0, 0.0, 0.0], 1)
-    assert np.shares_memory(copy.U_, copy._W) and copy.score_one([1.0, 0.0, 0.0]) > 0.99
+    assert np.shares_memory(copy.U_, copy.W_) and copy.score_one([1.0, 0.0, 0.0]) > 0.99
