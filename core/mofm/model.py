@@ -27,7 +27,7 @@ from core.kernels.mofm import (
     _mofm_step,
 )
 from core.labels import LabelMap
-from core.mofm.algorithm1 import FitIteration, Problem, run_algorithm1
+from core.mofm.algorithm1 import FitIteration, Problem, Settings, run_algorithm1
 from core.validation import (
     check_choice,
     check_count,
@@ -482,7 +482,9 @@ class MultiOutputPN(Estimator):
         problem = self._problem(X, y)
         dim = self.n_features + 1
         H, V = np.zeros((0, dim)), np.zeros((0, self._m))
-        H, V = run_algorithm1(self, problem, H, V, self.n_basis, callback)
+        H, V = run_algorithm1(
+            problem, H, V, self.n_basis, self._settings(), self._reporter(callback)
+        )
         self._load(H, V)
         return self
 
@@ -512,9 +514,35 @@ class MultiOutputPN(Estimator):
         V = np.array(self.V_[keep], dtype=FLOAT)
         H /= np.maximum(1.0, np.linalg.norm(H, axis=1, keepdims=True))
         target = self.n_basis if n_new is None else min(self.n_basis, len(keep) + n_new)
-        H, V = run_algorithm1(new, problem, H, V, target, callback, warm=True)
+        H, V = run_algorithm1(
+            problem, H, V, target, self._settings(), new._reporter(callback), warm=True
+        )
         new._load(H, V)
         return new
+
+    def _settings(self) -> Settings:
+        """The hyperparameters Algorithm 1 runs with."""
+        return Settings(
+            self.penalty,
+            self.tau,
+            self.corrective,
+            self.refit_iter,
+            self.refine_iter,
+            self.tol,
+            self.seed,
+        )
+
+    def _reporter(self, callback):
+        """Algorithm 1's ``report``: each iterate loaded into this model, then
+        ``callback(self, info)`` (None without a callback)."""
+        if callback is None:
+            return None
+
+        def report(H: np.ndarray, V: np.ndarray, info: FitIteration) -> None:
+            self._load(H, V, compact=False)
+            callback(self, info)
+
+        return report
 
     def _load(self, H: np.ndarray, V: np.ndarray, compact: bool = True) -> None:
         """Install (H, V) as the first rows (dropping zero output rows when ``compact``); the
