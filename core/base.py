@@ -553,7 +553,7 @@ class BinaryModel(Estimator):
             if len(self._label_map) != 2:
                 raise ValueError(
                     f"a binary model takes 2 classes, got {len(self._label_map)} (use "
-                    "core.multiclass.OneVsRest or OneVsOne for more)"
+                    "core.one_vs_rest.OneVsRest or OneVsOne for more)"
                 )
             self.classes_ = self._label_map.classes
             self._label_array = self._label_map.array

@@ -12,9 +12,9 @@ model gives to unseen examples):
   ``memory`` scores: any monotone shape, where enough examples make it fit.
 
 The calibrator's state is part of the model's (``calibrator.*`` entries of ``get_state``), so a
-restored model gives the same probabilities. The reductions of :mod:`core.multiclass` turn
-calibrated binary models into class probabilities, and :class:`core.averaging.Averaged`
-passes them through.
+restored model gives the same probabilities. The reductions (:mod:`core.one_vs_rest`,
+:mod:`core.one_vs_one`) turn calibrated binary models into class probabilities, and
+:class:`core.averaging.Averaged` passes them through.
 
 >>> import numpy as np
 >>> from core.linear import LinearPA
@@ -253,8 +253,8 @@ class Calibrated(BinaryClassifier):
     It learns, scores and predicts exactly as ``model`` does (the same steps, scores and
     labels, bit for bit); each example's score before the update then teaches the
     calibrator. ``predict_proba_one`` / ``predict_proba_many`` give
-    ``P(y = classes_[1] | x)``. As a ``base`` of :class:`core.multiclass.OneVsRest` or
-    :class:`~core.multiclass.OneVsOne` every binary sub-model gets a calibrator of its own,
+    ``P(y = classes_[1] | x)``. As a ``base`` of :class:`core.one_vs_rest.OneVsRest` or
+    :class:`~core.one_vs_one.OneVsOne` every binary sub-model gets a calibrator of its own,
     and the reduction gives class probabilities.
 
     Parameters

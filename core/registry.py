@@ -51,7 +51,9 @@ MODEL_MODULES = (
     "core.dos",
     "core.pqr",
     "core.mofm",
-    "core.multiclass",
+    "core.one_vs_one",
+    "core.one_vs_rest",
+    "core.ordinal",
     "core.averaging",
     "core.separation",
 )

@@ -1,6 +1,7 @@
 """Binary models of a multi-class reduction stacked side by side, so that a block of rows is
-scored against all of them by one product (``core.multiclass`` uses it for batch scoring and
-for one-vs-one learning with progressive scores; kernels in ``core.kernels.multiclass``).
+scored against all of them by one product (the reductions of ``core.reduction`` use it for
+batch scoring, ``core.one_vs_one`` for learning with progressive scores; kernels in
+``core.kernels.multiclass``).
 One-vs-one learning with progressive scores goes by blocks of rows (``learn_by_blocks``), or,
 for DoS pairs small enough to stay in the caches, pair after pair (``learn_pair_by_pair``): no
 product, no Gram correction."""

@@ -233,7 +233,7 @@ class Reduction(Family):
     (one-vs-rest normalised, one-vs-one by pairwise coupling).
 
     A batch is learned by one ``learn_many`` whose steps carry the prediction made just before
-    each example is learned (one-vs-one: ``progressive=True``, see ``core.multiclass``), and
+    each example is learned (one-vs-one: ``progressive=True``, see ``core.one_vs_one``), and
     predicted from one scoring of the binary models (``decide_batch``)."""
 
     def __init__(self, plan: Plan):

@@ -281,7 +281,7 @@ def test_spectral_alignment_option():
 
 
 def test_models_whose_state_is_not_a_weight_vector_are_refused():
-    from core.multiclass import OneVsRest
+    from core.one_vs_rest import OneVsRest
     from core.pqr import PQR
 
     with pytest.raises(ValueError, match="cannot be time-averaged"):

@@ -5,7 +5,7 @@ from core.checks import check_estimator
 from core.dos import DoSClassifier
 from core.labels import check_binary_label
 from core.linear import LinearPA
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 from core.pqr import PQR
 from core.registry import from_spec, from_state, params_spec, state_digest
 from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
@@ -166,7 +166,8 @@ def _local_models():
     from core.calibration import Calibrated
     from core.dos import DoSClassifier
     from core.linear import LinearPA
-    from core.multiclass import OneVsOne, OneVsRest
+    from core.one_vs_one import OneVsOne
+    from core.one_vs_rest import OneVsRest
 
     dos = DoSClassifier(n_features=12, rank=3, seed=1)
     return [

@@ -9,7 +9,8 @@ from core.calibration import Calibrated, IsotonicCalibrator, PlattCalibrator, si
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from core.pqr import PQR
 from core.registry import from_state, state_digest
 from core.separation import EllipsoidalClassifier, Perceptron

@@ -442,7 +442,8 @@ def test_hashed_named_features_in_a_large_space():
 
 
 def test_works_as_the_base_of_multiclass_reductions():
-    from core.multiclass import OneVsOne, OneVsRest
+    from core.one_vs_one import OneVsOne
+    from core.one_vs_rest import OneVsRest
     from core.registry import from_state
 
     rng = np.random.default_rng(17)

@@ -9,7 +9,8 @@ from core.checks import digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from core.pqr import PQR
 from core.river import RiverClassifier, RiverRegressor
 from core.separation import Perceptron

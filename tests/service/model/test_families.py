@@ -9,7 +9,8 @@ from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from tests.service.conftest import create
 
 CLASSES = [4, 0, 9, 2]

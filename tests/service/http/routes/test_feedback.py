@@ -4,7 +4,7 @@ import pytest
 from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 from core.registry import state_digest
 from service.durability.feedback_log import LogUnavailable
 from service.main import create_app

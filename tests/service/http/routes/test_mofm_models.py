@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core.mofm import MultiOutputPN
-from core.multiclass import OrdinalMcRank
+from core.ordinal import OrdinalMcRank
 from core.registry import state_digest
 from core.separation import EllipsoidPerceptron
 from service.config import Settings

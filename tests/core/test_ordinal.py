@@ -7,7 +7,7 @@ import pytest
 from core.checks import check_estimator
 from core.metrics import ndcg_at_k, rmse
 from core.mofm import MultiOutputPN
-from core.multiclass import OrdinalMcRank
+from core.ordinal import OrdinalMcRank
 from core.registry import state_digest
 
 LEVELS = [1, 3, 5, 7]
