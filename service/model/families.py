@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from core.base import Estimator
 from core.features import CSRBatch
-from core.labels import LabelMap
+from core.labels import LabelMap, UnknownLabelError
 from core.mofm import Reservoir
 from service.exceptions import InvalidRequest
 from service.model.kinds import Plan
@@ -79,39 +79,37 @@ class Family:
     def __init__(self, plan: Plan):
         self.classes = plan.classes
         self.n_features = plan.n_features
+        #: the classes' label map: the library's label rule (``core.labels``) for every
+        #: request (none for regression)
+        self.label_map = LabelMap(self.classes) if self.classes else None
 
-    def target(self, label, where: str) -> float:
-        """The class index of a label; InvalidRequest if the model has no such class."""
-        for k, known in enumerate(self.classes):
-            if (
-                type(label) is not bool
-                and label == known
-                and isinstance(label, str) == isinstance(known, str)
-            ):
-                return k
-        raise InvalidRequest(
-            "unknown_label",
-            f"{where}: unknown label {label!r}; the model's classes are {self.classes}",
-            {"field": where},
-        )
+    def target(self, label, where: str) -> int:
+        """The class index of a label (``core.labels``' rule: ``1.0`` is the class ``1``,
+        booleans and strings match only their own kind); InvalidRequest if the model has no
+        such class."""
+        try:
+            return self.label_map.index(label)
+        except UnknownLabelError as error:
+            raise InvalidRequest("unknown_label", f"{where}: {error}", {"field": where}) from None
 
     def numeric_targets(self, y: np.ndarray) -> np.ndarray:
-        """Targets of numeric labels (svmlight bodies); InvalidRequest names the first row
-        whose label is not a class."""
-        targets = np.full(y.shape[0], -1, dtype=np.int64)
-        for value in np.unique(y):
-            matches = [
-                k for k, c in enumerate(self.classes) if not isinstance(c, str) and c == value
-            ]
-            if not matches:
-                row = int(np.flatnonzero(y == value)[0])
-                raise InvalidRequest(
-                    "unknown_label",
-                    f"row {row}: unknown label {value:g}; the model's classes are {self.classes}",
-                    {"row": row},
+        """Class indices of numeric labels (svmlight bodies), by the same rule; InvalidRequest
+        names the first row whose label is not a class."""
+        try:
+            return self.label_map.indices(y, y.shape[0])
+        except UnknownLabelError as error:
+            why = ""
+            if error.reason:  # e.g. boolean classes: svmlight cannot carry true / false
+                why = (
+                    f": {error.reason} (svmlight labels are numbers; send these classes' "
+                    "labels in JSON or NDJSON)"
                 )
-            targets[y == value] = matches[0]
-        return targets
+            raise InvalidRequest(
+                "unknown_label",
+                f"row {error.row}: unknown label {error.label:g}; the model's classes are "
+                f"{self.classes}{why}",
+                {"row": error.row},
+            ) from None
 
     @property
     def target_dtype(self):
@@ -240,7 +238,6 @@ class Reduction(Family):
         super().__init__(plan)
         self.probabilistic = plan.calibrated
         self.options = {"progressive": True} if plan.multiclass == "ovo" else {}
-        self.label_map = LabelMap(self.classes)
         # the labels as an array whose look-ups in core need no Python loop (int64 or str)
         strings = all(isinstance(c, str) for c in self.classes)
         self.labels = np.array(self.classes) if strings else self.label_map.array

@@ -43,7 +43,7 @@ BASES = {
 def test_generic_suite(reduction, base, classes):
     X, y = multiclass_stream(classes)
     if classes is INT_CLASSES:
-        bad_labels = (99, "zzz", None, True, 1.0, "3", -1)
+        bad_labels = (99, "zzz", None, True, 1.5, "3", -1)
     else:
         bad_labels = (99, "zzz", None, True, 0, "Cat", b"cat")
     check_estimator(
@@ -219,7 +219,7 @@ def test_bad_input_leaves_every_sub_model_unchanged(reduction):
     ]:
         with pytest.raises(ValueError):
             model.learn_many(bad_x, bad_y)
-    for bad_x, bad_y in [(X[0], 4), (X[0], None), (X[0], np.float64(1.0)), ([1.0, 2.0], 0)]:
+    for bad_x, bad_y in [(X[0], 4), (X[0], None), (X[0], np.float64(1.5)), ([1.0, 2.0], 0)]:
         with pytest.raises(ValueError):
             model.learn_one(bad_x, bad_y)
     assert [digest(m) for m in model.models_] == before

@@ -233,7 +233,7 @@ BAD_BATCHES = [
     ({"x": [1, 2], "label": 1}, 422, "invalid_input", "length 2, expected 3"),
     ({"x": [1, 2, 3], "label": 5}, 422, "unknown_label", "unknown label 5"),
     ({"x": [1, 2, 3], "label": "1"}, 422, "unknown_label", "unknown label '1'"),
-    ({"x": [1, 2, 3], "label": True}, 422, "invalid_input", "label"),
+    ({"x": [1, 2, 3], "label": True}, 422, "unknown_label", "a boolean is never a number class"),
     ({"indices": [3], "values": [1.0], "label": 1}, 422, "invalid_input", "out of range"),
     ({"indices": [0, 1], "values": [1.0], "label": 1}, 422, "invalid_input", "2 indices"),
     ({"features": {"a": [1]}, "label": 1}, 422, "invalid_input", "features"),
