@@ -9,7 +9,7 @@ import numpy as np
 
 from core.align import ALIGNMENTS, running_average
 from core.base import Estimator, PartialBatchError
-from core.features import sliceable
+from core.features import CSRBatch, sliceable
 
 __all__ = [
     "Averaged",
@@ -120,6 +120,43 @@ class Averaged(Estimator):
         returns (per-example arrays of the chunks concatenated); ``options`` go to the live
         model's ``learn_many`` (e.g. one-vs-one's ``progressive``)."""
         X, y, n_rows = sliceable(X, y)
+
+        def learn(start: int, stop: int):
+            if start == 0 and stop == n_rows:  # (no copy of a batch learned whole)
+                return self.live_.learn_many(X, y, **options)
+            return self.live_.learn_many(X[start:stop], y[start:stop], **options)
+
+        return self._learn_chunks(n_rows, learn)
+
+    def learn_batch(self, batch: CSRBatch, targets, **options):
+        """Learn a batch already validated for this model, its labels converted once (class
+        indices, or values for regression): the live model's ``learn_batch`` on the batch cut
+        at the averaging boundaries, as ``learn_many``; the same model and steps, bit for bit
+        (the steps' ``predicted`` as the live model's ``learn_batch`` gives them).
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        targets : ndarray, shape (n_rows,)
+            What the live model's ``learn_batch`` takes, one per row.
+        **options
+            The live model's options (e.g. one-vs-one's ``progressive``).
+        """
+        if len(targets) != batch.n_rows:
+            raise ValueError(f"got {len(targets)} targets for {batch.n_rows} rows")
+
+        def learn(start: int, stop: int):
+            if start == 0 and stop == batch.n_rows:
+                return self.live_.learn_batch(batch, targets, **options)
+            part = batch.slice_rows(start, stop)
+            return self.live_.learn_batch(part, targets[start:stop], **options)
+
+        return self._learn_chunks(batch.n_rows, learn)
+
+    def _learn_chunks(self, n_rows: int, learn):
+        """``learn(start, stop)`` (the live model learning those rows) for each chunk of the
+        batch between averaging steps, folding the average at each; the results joined."""
         interval = self.interval
         first = min(n_rows, interval - self.n_seen_ % interval)
         bounds = [0, *range(first, n_rows, interval), n_rows]
@@ -127,7 +164,7 @@ class Averaged(Estimator):
             # one chunk, no averaging inside it: nothing to undo if the live model refuses;
             # the rows it learned before a row it refused part-way count as seen
             try:
-                result = self.live_.learn_many(X, y, **options)
+                result = learn(0, n_rows)
             except PartialBatchError as error:
                 self.n_seen_ += len(error.learned)
                 raise
@@ -141,7 +178,7 @@ class Averaged(Estimator):
         results = []
         try:
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
-                results.append(self.live_.learn_many(X[start:stop], y[start:stop], **options))
+                results.append(learn(start, stop))
                 self.n_seen_ += stop - start
                 if self.n_seen_ % interval == 0:
                     self._fold_into_average()

@@ -39,7 +39,7 @@ import numpy as np
 
 from core.config import INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
-from core.labels import LabelMap, check_binary_label, check_binary_labels
+from core.labels import LabelMap, check_binary_label, check_binary_labels, check_targets
 from core.registry import from_state, params_spec, plain_value, register, with_defaults
 
 __all__ = [
@@ -789,6 +789,44 @@ class BinaryClassifier(BinaryModel):
         return Steps(
             steps.scores, steps.losses, steps.aggressive, None, self._labels_of(steps.scores)
         )
+
+    def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
+        """Learn a batch already validated for this model, whose labels were converted to class
+        indices once: the same model and steps as ``learn_many`` with the labels.
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        targets : ndarray of int, shape (n_rows,)
+            Each row's class index: 0 for ``classes_[0]``, 1 for ``classes_[1]``
+            (``core.labels.LabelMap.indices``); checked.
+
+        Returns
+        -------
+        Steps
+            Per row: the score and loss before its update, whether it changed the model, and
+            the class index it predicted then (``predicted``, int64).
+
+        Raises
+        ------
+        PartialBatchError
+            If a row's squared norm or score overflows float64: the rows before it were
+            learned (``error.learned``), it and the rest were not.
+
+        Examples
+        --------
+        >>> from core.features import as_batch
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=2, classes=["ham", "spam"])
+        >>> steps = model.learn_batch(as_batch([[1.0, 0.0], [0.0, 1.0]], 2), np.array([1, 0]))
+        >>> steps.predicted, steps.losses
+        (array([0, 1]), array([1. , 1.5]))
+        """
+        targets = check_targets(targets, batch.n_rows, 2)
+        steps = self.learn_rows(batch, np.where(targets == 1, 1.0, -1.0))
+        predicted = (steps.scores > 0).astype(INDEX)
+        return Steps(steps.scores, steps.losses, steps.aggressive, None, predicted)
 
     # implemented by subclasses
     def learn_row(self, indices: np.ndarray, values: np.ndarray, y: float) -> Step:

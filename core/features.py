@@ -91,6 +91,20 @@ class CSRBatch:
         start, stop = self.indptr[i], self.indptr[i + 1]
         return self.indices[start:stop], self.values[start:stop]
 
+    def slice_rows(self, start: int, stop: int) -> CSRBatch:
+        """Rows ``start .. stop - 1`` as a batch of their own (views of this one's arrays,
+        ``indptr`` rebased), for ``0 <= start <= stop <= n_rows``.
+
+        >>> as_batch(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]), 2).slice_rows(1, 3).indptr
+        array([0, 1, 3])
+        """
+        if not 0 <= start <= stop <= self.n_rows:
+            raise ValueError(f"rows {start}..{stop} of a batch of {self.n_rows}")
+        first, last = self.indptr[start], self.indptr[stop]
+        return CSRBatch(
+            self.indptr[start : stop + 1] - first, self.indices[first:last], self.values[first:last]
+        )
+
 
 @lru_cache(maxsize=64)
 def _dense_indices(n_features: int) -> np.ndarray:

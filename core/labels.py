@@ -45,6 +45,7 @@ __all__ = [
     "check_binary_label",
     "check_binary_labels",
     "check_classes",
+    "check_targets",
 ]
 
 #: the kinds of label a state can hold (JSON scalars)
@@ -266,3 +267,29 @@ def check_binary_labels(y, n_rows: int) -> np.ndarray:
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"binary label at row {i} must be -1 or +1, got {labels[i]!r}")
     return labels
+
+
+def check_targets(targets, n_rows: int, n_classes: int) -> np.ndarray:
+    """Class indices of a batch's labels, converted once (``LabelMap.indices``), checked: a 1-D
+    integer array (booleans refused) of ``n_rows`` entries in ``[0, n_classes)``; ValueError
+    otherwise. Returns them as an array (no copy).
+
+    >>> check_targets(np.array([1, 0, 1]), 3, 2)
+    array([1, 0, 1])
+    >>> check_targets([0, 2], 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: class index 2 at row 1 is not in [0, 2)
+    """
+    targets = np.asarray(targets)
+    if targets.dtype.kind not in "iu" or targets.ndim != 1:
+        raise ValueError(
+            f"targets must be a 1-D array of class indices (integers), got dtype "
+            f"{targets.dtype} and shape {targets.shape}"
+        )
+    if targets.shape[0] != n_rows:
+        raise ValueError(f"got {targets.shape[0]} targets for {n_rows} rows")
+    if n_rows and (targets.min() < 0 or targets.max() >= n_classes):
+        row = int(np.flatnonzero((targets < 0) | (targets >= n_classes))[0])
+        raise ValueError(f"class index {targets[row]} at row {row} is not in [0, {n_classes})")
+    return targets

@@ -14,7 +14,7 @@ from core import stacking
 from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
 from core.calibration import Calibrated
 from core.config import INDEX
-from core.features import CSRBatch, as_batch, as_row
+from core.features import CSRBatch, as_row
 from core.reduction import Label, Reduction, check_squared_norms
 
 __all__ = ["OneVsOne"]
@@ -233,8 +233,9 @@ class OneVsOne(Reduction, Estimator):
         the binary models' ``learn_many`` (progressive: a ``PartialBatchError`` after the rows
         before it, each learned by all its pairs).
         """
-        batch = as_batch(X, self.n_features)
-        targets = self._class_indices(y, batch.n_rows)
+        return super().learn_many(X, y, progressive=progressive)
+
+    def _learn_targets(self, batch: CSRBatch, targets: np.ndarray, progressive=False) -> Steps:
         check_squared_norms(batch)
         if progressive:
             return self._learn_progressive(batch, targets)
@@ -310,7 +311,7 @@ class OneVsOne(Reduction, Estimator):
 
     def _progressive_steps(self, pair_scores, losses, counts) -> Steps:
         votes, confidence = self._decide(pair_scores)
-        predicted = self._labels[self._winners_of(votes, confidence)]
+        predicted = self._winners_of(votes, confidence)
         return Steps(_squash(votes, confidence), losses, counts > 0, counts, predicted)
 
     def _learn_loop(self, batch: CSRBatch, targets: np.ndarray) -> Steps:

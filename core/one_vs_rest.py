@@ -9,7 +9,7 @@ import numpy as np
 
 from core.base import BinaryClassifier, Estimator, Step, Steps
 from core.config import INDEX
-from core.features import as_batch, as_row
+from core.features import CSRBatch, as_row
 from core.reduction import Label, Reduction, check_squared_norms
 
 __all__ = ["OneVsRest"]
@@ -103,9 +103,11 @@ class OneVsRest(Reduction, Estimator):
 
     def learn_many(self, X, y) -> Steps:
         """Learn a batch in order (bit-identical to the ``learn_one`` loop); see
-        :meth:`OneVsOne.learn_many` for what is checked before any model learns."""
-        batch = as_batch(X, self.n_features)
-        targets = self._class_indices(y, batch.n_rows)
+        :meth:`core.one_vs_one.OneVsOne.learn_many` for what is checked before any model
+        learns."""
+        return super().learn_many(X, y)
+
+    def _learn_targets(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
         check_squared_norms(batch)
         losses = np.zeros(batch.n_rows)
         n_aggressive = np.zeros(batch.n_rows, dtype=INDEX)
@@ -120,5 +122,5 @@ class OneVsRest(Reduction, Estimator):
             n_aggressive += steps.aggressive
             scores[:, k] = steps.scores
         self.n_seen_ += batch.n_rows
-        predicted = self._labels[self._winners(scores)]
+        predicted = self._winners(scores)
         return Steps(scores, losses, n_aggressive > 0, n_aggressive, predicted)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import Estimator
+from core.base import Estimator, PartialBatchError
 from core.config import INDEX
+from core.features import CSRBatch
+from core.labels import check_targets
 
 __all__ = ["OrdinalMcRank"]
 
@@ -140,8 +142,26 @@ class OrdinalMcRank(Estimator):
         """Learn a batch in order (bit-identical to the ``learn_one`` loop); relevances are
         checked before the base model (which checks the rows) learns anything."""
         targets = self.targets(y)
-        steps = self.model_.learn_many(X, targets)
-        self.n_seen_ += targets.shape[0]
+        return self._counted(lambda: self.model_.learn_many(X, targets), targets.shape[0])
+
+    def learn_batch(self, batch: CSRBatch, targets):
+        """Learn a batch already validated for this model whose relevances were converted
+        once, to their indices in ``levels`` (int, shape (n_rows,), checked): the same model
+        and steps (the base model's) as ``learn_many`` with the relevances."""
+        targets = check_targets(targets, batch.n_rows, len(self.levels))
+        return self._counted(
+            lambda: self.model_.learn_batch(batch, self._targets[targets]), batch.n_rows
+        )
+
+    def _counted(self, learn, n_rows: int):
+        """``learn()``'s steps, the rows it learned counted in ``n_seen_`` (those before a
+        row the base model refused part-way too)."""
+        try:
+            steps = learn()
+        except PartialBatchError as error:
+            self.n_seen_ += len(error.learned)
+            raise
+        self.n_seen_ += n_rows
         return steps
 
     def fit(self, X, y, **kwargs) -> OrdinalMcRank:
@@ -165,6 +185,20 @@ class OrdinalMcRank(Estimator):
     def score_many(self, X) -> np.ndarray:
         """P(y <= r_c | x_i) for c < m, shape (n_rows, m - 1)."""
         return np.asarray(self.model_.predict_proba_many(X)).reshape(-1, len(self.levels) - 1)
+
+    def score_batch(self, batch: CSRBatch) -> np.ndarray:
+        """``score_many`` of a batch already validated for this model (``as_batch`` with its
+        ``n_features``), without a second validation."""
+        cumulative = self.model_.proba_from_scores(self.model_.score_batch(batch))
+        return np.asarray(cumulative).reshape(-1, len(self.levels) - 1)
+
+    def predict_from_scores(self, scores) -> np.ndarray:
+        """``predict_many`` (the expected relevances) from ``score_batch``'s output."""
+        return self.expected_relevance(np.asarray(scores))
+
+    def proba_from_scores(self, scores) -> np.ndarray:
+        """``predict_proba_many`` (P(y = r_c | x) per level) from ``score_batch``'s output."""
+        return self._distribution(np.asarray(scores))
 
     def expected_relevance(self, cumulative: np.ndarray) -> np.ndarray:
         """E[y] = r_m - sum_c P(y <= r_c) (r_{c+1} - r_c) from the cumulative

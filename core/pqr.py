@@ -217,6 +217,15 @@ class PQR(BinaryClassifier):
         predicted = steps.scores if self._task == TASK_REGRESSION else self._labels_of(steps.scores)
         return Steps(steps.scores, steps.losses, steps.aggressive, None, predicted)
 
+    def learn_batch(self, batch: CSRBatch, targets) -> Steps:
+        """``BinaryClassifier.learn_batch`` (class indices) for ``task="binary"``; for
+        ``task="regression"`` the targets are the finite label values (checked), and the
+        steps' ``predicted`` the scores before each update, as ``learn_many``'s."""
+        if self._task == TASK_BINARY:
+            return super().learn_batch(batch, targets)
+        steps = self.learn_rows(batch, self._labels(targets, batch.n_rows))
+        return Steps(steps.scores, steps.losses, steps.aggressive, None, steps.scores)
+
     def _label(self, y) -> float:
         if self._task == TASK_BINARY:
             return self._binary_label(y)

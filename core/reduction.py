@@ -14,15 +14,16 @@ changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 
 import numpy as np
 
 from core import stacking
-from core.base import BinaryClassifier, Estimator
+from core.base import BinaryClassifier, Estimator, PartialBatchError, Steps
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
-from core.labels import LabelMap
+from core.labels import LabelMap, check_targets
 
 __all__ = ["Label", "Reduction", "check_squared_norms"]
 
@@ -69,6 +70,49 @@ class Reduction:
     def _class_indices(self, y, n_rows: int) -> np.ndarray:
         """Class indices of a batch's labels: one known label per row."""
         return self._label_map.indices(y, n_rows)
+
+    # -- learning --------------------------------------------------------------------------
+    def learn_many(self, X, y, **options) -> Steps:
+        """Learn a batch in order; see the class's :meth:`learn_batch`, which this is with the
+        labels converted to class indices (and the steps' ``predicted`` back to labels)."""
+        batch = as_batch(X, self.n_features)
+        targets = self._class_indices(y, batch.n_rows)
+        try:
+            steps = self._learn_targets(batch, targets, **options)
+        except PartialBatchError as error:
+            raise PartialBatchError(str(error), self._labelled(error.learned)) from None
+        return self._labelled(steps)
+
+    def learn_batch(self, batch: CSRBatch, targets: np.ndarray, **options) -> Steps:
+        """Learn a batch already validated for this model, whose labels were converted to class
+        indices once: the same model and steps as ``learn_many`` with the labels, the steps'
+        ``predicted`` as class indices (int64).
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        targets : ndarray of int, shape (n_rows,)
+            Each row's index in ``classes_`` (``core.labels.LabelMap.indices``); checked.
+        **options
+            Those of ``learn_many`` (one-vs-one: ``progressive``).
+
+        Returns
+        -------
+        Steps
+        """
+        targets = check_targets(targets, batch.n_rows, len(self.classes_))
+        return self._learn_targets(batch, targets, **options)
+
+    def _learn_targets(self, batch: CSRBatch, targets: np.ndarray, **options) -> Steps:
+        """Learn a validated batch of checked class indices (``predicted``: class indices)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _labelled(self, steps: Steps) -> Steps:
+        """``steps`` with ``predicted`` as labels (what ``learn_many`` returns)."""
+        if steps.predicted is None:
+            return steps
+        return dataclasses.replace(steps, predicted=self._labels[steps.predicted])
 
     # -- prediction --------------------------------------------------------------------
     def _model_scores_row(self, indices, values) -> np.ndarray:

@@ -4,7 +4,9 @@ model suite, and a small recommender experiment with a multi-output FM."""
 import numpy as np
 import pytest
 
+from core.base import PartialBatchError
 from core.checks import check_estimator
+from core.features import as_batch
 from core.metrics import ndcg_at_k, rmse
 from core.mofm import MultiOutputPN
 from core.ordinal import OrdinalMcRank
@@ -69,6 +71,21 @@ def test_learn_many_is_the_learn_one_loop_and_refit_swaps():
     new = one.refit(X, y)
     assert state_digest(one.get_state()) == before and new.n_seen_ == 0
     assert rmse(y, new.predict_many(X)) < rmse(y, one.predict_many(X))
+
+
+def test_rows_learned_before_a_refused_row_are_counted():
+    """A batch whose third row overflows the base model: the two rows before it were learned
+    by the base model, so the reduction counts them (it counted none)."""
+    model = OrdinalMcRank(base=base(), levels=LEVELS)
+    model.learn_one([0.5, -0.5, 1.0], 3)  # activates the basis
+    X = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -0.5], [1e200, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    with pytest.raises(PartialBatchError) as error:
+        model.learn_many(X, [1, 5, 7, 3])
+    assert len(error.value.learned) == 2
+    assert model.n_seen_ == model.model_.n_seen_ == 3
+    with pytest.raises(PartialBatchError):
+        model.learn_batch(as_batch(X[2:], 3), np.array([3, 0]))  # level indices
+    assert model.n_seen_ == model.model_.n_seen_ == 3
 
 
 def test_base_is_validated():
