@@ -128,3 +128,15 @@ def test_recommender_with_multi_output_fm():
     ndcg = ndcg_at_k(ratings[test], predicted, k=5, groups=users[test])
     random_ndcg = ndcg_at_k(ratings[test], rng.random(600), k=5, groups=users[test])
     assert ndcg > random_ndcg + 0.1
+
+
+def test_predictions_from_the_scores_of_a_validated_batch():
+    """``score_batch`` then ``predict_from_scores`` / ``proba_from_scores`` give ``score_many``,
+    ``predict_many`` and ``predict_proba_many``, bit for bit."""
+    X, y = ordinal_stream(n=40, seed=2)
+    model = OrdinalMcRank(base=base(), levels=LEVELS)
+    model.learn_many(X, y)
+    scores = model.score_batch(as_batch(X, 3))
+    assert np.array_equal(scores, model.score_many(X))
+    assert np.array_equal(model.predict_from_scores(scores), model.predict_many(X))
+    assert np.array_equal(model.proba_from_scores(scores), model.predict_proba_many(X))
