@@ -10,6 +10,7 @@ import numpy as np
 from core.align import ALIGNMENTS, running_average
 from core.base import Estimator, PartialBatchError
 from core.features import CSRBatch, sliceable
+from core.state import state_count
 
 __all__ = [
     "Averaged",
@@ -99,6 +100,17 @@ class Averaged(Estimator):
 
     def _children(self) -> list[tuple[str, Estimator]]:
         return [("live", self.live_), ("average", self.average_)]
+
+    def _check_state(self, arrays: dict, scalars: dict):
+        writes = super()._check_state(arrays, scalars)
+        # (both checked counts by now) the average folds one snapshot per interval ended
+        seen, averaged = state_count("n_seen_", scalars["n_seen_"]), scalars["n_averaged_"]
+        if state_count("n_averaged_", averaged) > seen // self.interval:
+            raise ValueError(
+                f"state has n_averaged_={averaged} snapshots in n_seen_={seen} examples, "
+                f"more than one per interval of {self.interval}"
+            )
+        return writes
 
     def _feature_children(self) -> list[tuple[str, Estimator]]:
         # the average changes at averaging steps only, and then everywhere (the alignment

@@ -41,6 +41,7 @@ from core.config import INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
 from core.labels import LabelMap, check_binary_label, check_binary_labels, check_targets
 from core.registry import from_state, params_spec, plain_value, register, with_defaults
+from core.state import state_array, state_scalar
 
 __all__ = [
     "BatchClassifier",
@@ -392,6 +393,8 @@ class Estimator:
         >>> model.n_seen_
         3
         """
+        if not isinstance(scalars, dict):
+            raise ValueError(f"scalars are a dict, got {type(scalars).__name__}")
         writes = self._check_scalars(scalars)
         unknown = set(scalars) - {_dotted(prefix, name) for prefix, _, name, _ in writes}
         if unknown:
@@ -409,9 +412,8 @@ class Estimator:
             key = _dotted(prefix, name)
             if key not in scalars:
                 raise ValueError(f"state misses scalar {key!r}")
-            writes.append(
-                (prefix, self, name, _scalar_value(key, scalars[key], getattr(self, name)))
-            )
+            value = state_scalar(key, scalars[key], getattr(self, name))
+            writes.append((prefix, self, name, value))
         for child_prefix, child in self._children():
             writes += child._check_scalars(scalars, _dotted(prefix, child_prefix))
         return writes
@@ -443,11 +445,16 @@ class Estimator:
         >>> target.score_one([2.0]) == source.score_one([2.0])
         True
         """
+        if not isinstance(state, dict):
+            raise ValueError(f"a state is a dict, got {type(state).__name__}")
         if state.get("kind") != type(self).__name__:
             raise ValueError(f"state is for {state.get('kind')!r}, not {type(self).__name__}")
         if with_defaults(state.get("params"), type(self)) != params_spec(self):
             raise ValueError("state was made with different hyperparameters")
-        writes = self._check_state(state["arrays"], state["scalars"])
+        arrays, scalars = state.get("arrays"), state.get("scalars")
+        if not isinstance(arrays, dict) or not isinstance(scalars, dict):
+            raise ValueError("a state holds its arrays and scalars as dicts")
+        writes = self._check_state(arrays, scalars)
         for target, name, value in writes:
             if isinstance(value, np.ndarray):
                 getattr(target, name)[...] = value
@@ -466,21 +473,13 @@ class Estimator:
         for name in self._arrays:
             if name not in arrays:
                 raise ValueError(f"state misses array {name!r}")
-            value, current = arrays[name], getattr(self, name)
-            if not isinstance(value, np.ndarray):
-                raise ValueError(f"state array {name!r} is not a numpy array")
-            if value.shape != current.shape or value.dtype != current.dtype:
-                raise ValueError(
-                    f"state array {name!r} has shape {value.shape} and dtype {value.dtype}, "
-                    f"expected {current.shape} and {current.dtype}"
-                )
-            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-                raise ValueError(f"state array {name!r} holds non-finite values")
+            current = getattr(self, name)
+            value = state_array(name, arrays[name], current.dtype, current.shape)
             writes.append((self, name, value))
         for name in self._scalars:
             if name not in scalars:
                 raise ValueError(f"state misses scalar {name!r}")
-            writes.append((self, name, _scalar_value(name, scalars[name], getattr(self, name))))
+            writes.append((self, name, state_scalar(name, scalars[name], getattr(self, name))))
         for prefix, child in self._children():
             cut = len(prefix) + 1
             child_arrays = {k[cut:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
@@ -496,19 +495,6 @@ class Estimator:
 
 def _dotted(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
-
-
-def _scalar_value(name: str, value, current):
-    """A state's scalar, checked against the model's current one and cast to its type."""
-    if not isinstance(value, int | float | np.number) or isinstance(value, bool):
-        raise ValueError(f"state scalar {name!r} must be a number, got {value!r}")
-    if isinstance(current, int):
-        if not float(value).is_integer() or value < 0:
-            raise ValueError(f"state scalar {name!r} must be a count, got {value!r}")
-        value = int(value)
-    elif not np.isfinite(value):
-        raise ValueError(f"state scalar {name!r} is not finite")
-    return type(current)(value)
 
 
 # =============================================================================================

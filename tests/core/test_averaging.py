@@ -371,3 +371,23 @@ def test_averages_within_says_whether_an_interval_ends():
     model.learn_many(np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([1.0, -1.0]))
     assert model.n_averaged_ == 1  # it said so: the interval ended
     assert model.averages_within(100) and not model.averages_within(2)
+
+
+def test_a_state_with_more_averages_than_intervals_is_refused():
+    """``n_averaged_`` counts the intervals ended: a state claiming more would fold the next
+    snapshot with a wrong weight 1/m (eq 28); refused, nothing loaded."""
+    model = Averaged(model=LinearPA(n_features=3), interval=3)
+    X, y = binary_stream(n=7, d=3)
+    model.learn_many(X, y)
+    state = model.get_state()
+    assert state["scalars"]["n_averaged_"] == 2
+    before = digest(model)
+    for seen, averaged in ((7, 3), (5, 2), (0, 1)):
+        broken = {
+            **state,
+            "scalars": {**state["scalars"], "n_seen_": seen, "n_averaged_": averaged},
+        }
+        with pytest.raises(ValueError, match="n_averaged_"):
+            model.set_state(broken)
+        assert digest(model) == before
+    model.set_state({**state, "scalars": {**state["scalars"], "n_seen_": 9}})  # 3 intervals

@@ -352,3 +352,33 @@ def test_learn_batch_refuses_bad_targets_and_learns_nothing(kind):
         with pytest.raises(ValueError):
             model.learn_batch(batch, targets, **options)
         assert state_digest(model.get_state()) == before, targets
+
+
+# -- states from outside: checked before anything is loaded ------------------------------------
+def test_a_state_with_counts_beyond_int64_or_missing_parts_is_refused():
+    """A model file's counts are integers that fit int64 (``n_seen_`` 10^40 was loaded; 10^400
+    raised OverflowError, not ValueError); a state without its arrays or scalars is a
+    ValueError too (was a KeyError); nothing is loaded."""
+    model = LinearPA(n_features=2)
+    model.learn_many([[1.0, 0.0], [0.0, 1.0]], [1, -1])
+    good = model.get_state()
+    before = state_digest(good)
+    bad = [
+        {**good, "scalars": {**good["scalars"], "n_seen_": 10**40}},
+        {**good, "scalars": {**good["scalars"], "n_seen_": 10**400}},
+        {**good, "scalars": {**good["scalars"], "n_updates_": 2**63}},
+        {k: v for k, v in good.items() if k != "arrays"},
+        {**good, "scalars": None},
+        [("kind", "LinearPA")],
+    ]
+    for state in bad:
+        with pytest.raises(ValueError):
+            model.set_state(state)
+        assert state_digest(model.get_state()) == before
+    for scalars in ({"n_seen_": 10**40, "n_updates_": 1}, [("n_seen_", 1)]):
+        with pytest.raises(ValueError):
+            model.set_scalars(scalars)
+        assert state_digest(model.get_state()) == before
+    largest = {**good, "scalars": {**good["scalars"], "n_seen_": 2**63 - 1}}
+    model.set_state(largest)
+    assert model.n_seen_ == 2**63 - 1
