@@ -14,7 +14,7 @@ from core.one_vs_one import OneVsOne
 from core.one_vs_rest import OneVsRest
 from core.ordinal import OrdinalMcRank
 from core.pqr import PQR
-from core.registry import from_spec, from_state, params_spec, state_digest
+from core.registry import state_digest
 from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
 from core.validation import check_pa_params
 
@@ -68,14 +68,6 @@ def test_constructor_validation():
         DoSClassifier(n_features=3, init_scale=-1.0)
     with pytest.raises(ValueError, match="fit_intercept"):
         LinearPA(n_features=3, fit_intercept=1)
-
-
-def test_spec_round_trip():
-    model = DoSClassifier(n_features=4, rank=2, mode="pa2", C=0.3, seed=7)
-    spec = {"kind": "DoSClassifier", "params": params_spec(model)}
-    assert from_spec(spec).get_params() == model.get_params()
-    with pytest.raises(ValueError, match="unknown model kind"):
-        from_spec({"kind": "Nope", "params": {}})
 
 
 def test_get_state_in_memory_order_and_meta():
@@ -151,21 +143,6 @@ def test_binary_classes_are_checked():
     tuple_labels.learn_one([1.0], (1, 0))
     with pytest.raises(ValueError, match="cannot be written into a state"):
         tuple_labels.get_state()
-
-
-def test_a_state_written_before_classes_existed_still_loads():
-    model = OneVsOne(base=DoSClassifier(n_features=3, rank=2), classes=["a", "b", "c"])
-    model.learn_one([1.0, 0.0, 0.0], "a")
-    state = model.get_state()
-    old = {**state, "params": {**state["params"], "base": {**state["params"]["base"]}}}
-    old["params"]["base"]["params"] = {
-        k: v for k, v in state["params"]["base"]["params"].items() if k != "classes"
-    }
-    assert "classes" not in old["params"]["base"]["params"]
-    assert state_digest(from_state(old).get_state()) == state_digest(state)
-    changed = {**old, "params": {**old["params"], "classes": ["a", "b", "d"]}}
-    with pytest.raises(ValueError, match="different hyperparameters"):
-        model.set_state(changed)
 
 
 def _local_models():
