@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-from core.state import state_array, state_count, state_float
+from core.state import state_array, state_count, state_sum
 
 __all__ = [
     "ProgressiveAccuracy",
@@ -328,31 +328,29 @@ class ProgressiveValidation:
     def set_state(self, state: dict) -> None:
         """Load ``get_state()``'s output; a state saved with another window keeps its most
         recent examples that fit. Everything is checked first (ValueError, nothing changed):
-        ``recent_`` a finite float64 array of shape (3, saved window), the counts
-        non-negative integers that fit int64 with ``correct <= n`` and
-        ``filled <= min(n, saved window)``, the sums finite and non-negative."""
+        ``recent_`` a float64 array of shape (3, saved window), the counts non-negative
+        integers that fit int64 with ``correct <= n`` and ``filled <= min(n, saved window)``,
+        the sums and the window's terms never NaN or -inf (a running sum may have overflowed
+        to +inf, and a loss computed as a difference may round below zero: both are states
+        this object reaches, so both load)."""
         try:
             recent, scalars = state["arrays"]["recent_"], state["scalars"]
             n, correct = scalars["n"], scalars["correct"]
             loss_sum, squared_sum = scalars["loss_sum"], scalars["squared_sum"]
         except (KeyError, TypeError) as error:
             raise ValueError(f"a progressive state misses {error}") from None
-        recent = state_array("recent_", recent, np.float64)
+        recent = state_array("recent_", recent, np.float64, sums=True)
         if recent.ndim != 2 or recent.shape[0] != 3 or recent.shape[1] < 1:
             raise ValueError(f"a progressive window has shape (3, window), got {recent.shape}")
         n, correct = state_count("n", n), state_count("correct", correct)
         filled = state_count("filled", scalars.get("filled", min(n, recent.shape[1])))
-        loss_sum, squared_sum = (
-            state_float("loss_sum", loss_sum),
-            state_float("squared_sum", squared_sum),
-        )
+        loss_sum = state_sum("loss_sum", loss_sum)
+        squared_sum = state_sum("squared_sum", squared_sum)
         if correct > n or filled > min(n, recent.shape[1]):
             raise ValueError(
                 f"a progressive state counts correct={correct} and filled={filled} of n={n} "
                 f"examples in a window of {recent.shape[1]}"
             )
-        if loss_sum < 0.0 or squared_sum < 0.0:
-            raise ValueError("a progressive state's loss_sum and squared_sum are sums of losses")
         kept = min(filled, self.window)  # the newest examples, oldest first
         order = (n - kept + np.arange(kept)) % recent.shape[1]
         self.recent_ = np.zeros((3, self.window))

@@ -9,9 +9,11 @@ nothing:
 - a count (an integer scalar) is a non-negative integer that fits int64, below ``2**63``; a
   float that holds an integer is read as one; a boolean is refused (``True`` is an ``int`` to
   Python, never a count here);
-- a float scalar is a finite number;
+- a float scalar is a finite number; a running sum (of losses, of squared errors) may have
+  overflowed to ``+inf`` and may be a rounding below zero, but is never NaN or ``-inf``;
 - an array is a numpy array of the expected dtype (never a byte, string or object array read
-  as numbers) and shape, and a float array is finite.
+  as numbers) and shape, and a float array is finite (or, holding terms of such sums, free of
+  NaN and ``-inf``).
 
 >>> state_count("n_seen_", 3.0)
 3
@@ -27,7 +29,14 @@ import math
 
 import numpy as np
 
-__all__ = ["INT64_LIMIT", "state_array", "state_count", "state_float", "state_scalar"]
+__all__ = [
+    "INT64_LIMIT",
+    "state_array",
+    "state_count",
+    "state_float",
+    "state_scalar",
+    "state_sum",
+]
 
 #: counts are below this: they fit int64 (the kernels' and numpy's counters)
 INT64_LIMIT = 2**63
@@ -73,6 +82,24 @@ def state_float(name: str, value) -> float:
     return number
 
 
+def state_sum(name: str, value) -> float:
+    """A running sum of a state as a ``float``: a number, ``+inf`` included (the sum of many
+    large terms overflows), never NaN or ``-inf``; ValueError otherwise.
+
+    >>> state_sum("squared_sum", float("inf"))
+    inf
+    """
+    if not _is_number(value):
+        raise ValueError(f"state scalar {name!r} must be a number, got {value!r:.60}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf if value > 0 else -math.inf
+    if math.isnan(number) or number == -math.inf:
+        raise ValueError(f"state scalar {name!r} must be a sum, not NaN or -inf, got {value!r:.60}")
+    return number
+
+
 def state_scalar(name: str, value, current):
     """A state's scalar checked against the model's current value of it: a count where the
     model holds an ``int``, a finite float where it holds a ``float``."""
@@ -81,9 +108,12 @@ def state_scalar(name: str, value, current):
     return type(current)(state_float(name, value))
 
 
-def state_array(name: str, value, dtype, shape: tuple | None = None) -> np.ndarray:
-    """An array of a state: a numpy array of exactly ``dtype`` and, if given, ``shape``;
-    finite if it is a float array. ValueError otherwise.
+def state_array(
+    name: str, value, dtype, shape: tuple | None = None, sums: bool = False
+) -> np.ndarray:
+    """An array of a state: a numpy array of exactly ``dtype`` and, if given, ``shape``; a
+    float array finite, or with ``sums`` free of NaN and ``-inf`` (``+inf`` allowed: terms of
+    running sums, see :func:`state_sum`). ValueError otherwise.
 
     >>> state_array("recent_", np.zeros((3, 2), dtype=np.uint8), np.float64)
     Traceback (most recent call last):
@@ -100,6 +130,8 @@ def state_array(name: str, value, dtype, shape: tuple | None = None) -> np.ndarr
         )
     if value.dtype != dtype:
         raise ValueError(f"state array {name!r} has dtype {value.dtype}, expected {dtype}")
-    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-        raise ValueError(f"state array {name!r} holds non-finite values")
+    if value.dtype.kind == "f":
+        bad = (np.isnan(value) | (value == -np.inf)) if sums else ~np.isfinite(value)
+        if bad.any():
+            raise ValueError(f"state array {name!r} holds non-finite values")
     return value

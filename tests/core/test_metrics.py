@@ -135,7 +135,7 @@ def test_progressive_validation_state_round_trip_and_other_windows():
 def test_progressive_validation_refuses_a_bad_state_and_keeps_its_own():
     """Everything is checked before anything is loaded: counts that are integers in
     [0, 2**63) and consistent (``filled`` within n and the saved window, ``correct <= n``),
-    finite non-negative sums, ``recent_`` a finite float64 (3, window) array."""
+    sums never NaN or -inf, ``recent_`` a float64 (3, window) array without them."""
     metrics = ProgressiveValidation(window=4, loss="hinge")
     metrics.update([True, False, True], [0.0, 1.5, 0.25])
     good = metrics.get_state()
@@ -156,8 +156,7 @@ def test_progressive_validation_refuses_a_bad_state_and_keeps_its_own():
         with_scalar("correct", 4),  # more correct than examples
         with_scalar("filled", 5),  # more than the window of 4 (and than n)
         with_scalar("loss_sum", float("nan")),
-        with_scalar("loss_sum", -1.0),
-        with_scalar("squared_sum", float("inf")),
+        with_scalar("squared_sum", -float("inf")),
         with_window(window.astype(np.uint8)),  # safetensors' U8
         with_window(window.astype(object)),
         with_window(np.full((3, 4), np.nan)),
@@ -171,3 +170,18 @@ def test_progressive_validation_refuses_a_bad_state_and_keeps_its_own():
         after = metrics.get_state()
         assert after["scalars"] == before[0]["scalars"] and metrics.summary() == before[1]
         assert np.array_equal(after["arrays"]["recent_"], before[0]["arrays"]["recent_"])
+
+
+def test_progressive_validation_states_it_reaches_load():
+    """A running sum that overflowed to +inf, and a loss that rounded below zero, are states
+    the object reaches by ``update``: they round-trip."""
+    metrics = ProgressiveValidation(window=2, loss="squared", regression=True)
+    with np.errstate(over="ignore"):  # the sums overflow to +inf
+        metrics.update([False, False], [1e308, 1e308], [1e308, 1e308])
+    metrics.update([True], [-1e-17], [0.0])  # (a loss computed as a difference)
+    state = metrics.get_state()
+    assert state["scalars"]["loss_sum"] == np.inf
+    other = ProgressiveValidation(window=2, loss="squared", regression=True)
+    other.set_state(state)
+    assert other.get_state()["scalars"] == state["scalars"]
+    assert np.array_equal(other.recent_, metrics.recent_)

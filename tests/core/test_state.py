@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from core.state import state_array, state_count, state_float, state_scalar
+from core.state import state_array, state_count, state_float, state_scalar, state_sum
 
 
 def test_a_count_is_an_integer_that_fits_int64():
@@ -38,3 +38,18 @@ def test_an_array_has_its_dtype_and_shape_and_is_finite():
         with pytest.raises(ValueError, match=message):
             state_array("a", bad, np.float64, (2, 3))
     assert state_array("i", np.zeros(2, dtype=np.int64), np.int64).shape == (2,)
+
+
+def test_running_sums_may_have_overflowed_but_are_never_nan():
+    assert state_sum("s", float("inf")) == np.inf and state_sum("s", -1e-17) == -1e-17
+    assert state_sum("s", 10**400) == np.inf  # an integer beyond float64: overflowed
+    for bad in (float("nan"), -float("inf"), -(10**400), True, None):
+        with pytest.raises(ValueError, match="'s' must be a"):
+            state_sum("s", bad)
+    terms = np.array([[0.0, np.inf], [-1e-17, 2.0]])
+    assert state_array("t", terms, np.float64, sums=True) is terms
+    for bad in (np.nan, -np.inf):
+        with pytest.raises(ValueError, match="non-finite"):
+            state_array("t", np.array([1.0, bad]), np.float64, sums=True)
+    with pytest.raises(ValueError, match="non-finite"):
+        state_array("t", terms, np.float64)  # +inf: only as a sum's terms
