@@ -27,10 +27,9 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.markdown import replace_section
-from benchmarks.service_durability.processes import wait_ready
+from benchmarks.servers import free_port, wait_ready
 from tests.deploy.containers.engine import Engine
 from tests.deploy.containers.images import base_image, service_image
-from tests.service.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +40,7 @@ def _ready_after(engine: Engine, command: list[str], url: str) -> float:
     """Seconds from running ``docker COMMAND`` to the first 200 of ``/readyz``."""
     started = time.monotonic()
     engine.docker(*command)
-    wait_ready(url, timeout=300)
+    wait_ready(url, timeout=300, period=0.02)
     return time.monotonic() - started
 
 

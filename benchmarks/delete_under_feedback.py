@@ -25,13 +25,10 @@ Prints one JSON line per iteration and a summary; exits 1 on a violation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,51 +39,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.servers import RedisServer, ServiceProcess
+
 SPEC = {"name": "t", "kind": "linear-pa", "input": {"n_features": 5}}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Service:
-    """``lorentztron serve`` as a subprocess that can be SIGKILLed and started again."""
-
-    def __init__(self, env: dict[str, str]):
-        self.env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **env}
-        self.process: subprocess.Popen | None = None
-        self.url = ""
-
-    def start(self) -> None:
-        port = free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.ops.cli", "serve", "--port", str(port)],
-            env=self.env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError("the service did not become ready")
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
-            self.process = None
 
 
 @dataclass
@@ -128,7 +83,9 @@ def leftovers(snapshots: Path) -> list[str]:
     return found
 
 
-def iteration(service: Service, number: int, rng: random.Random, snapshots: Path | None) -> dict:
+def iteration(
+    service: ServiceProcess, number: int, rng: random.Random, snapshots: Path | None
+) -> dict:
     created = httpx.post(f"{service.url}/v1/models", json=SPEC, timeout=30)
     if created.status_code != 201:
         raise RuntimeError(f"create answered {created.status_code}: {created.text}")
@@ -217,7 +174,7 @@ def run(iterations: int, redis_url: str | None, seed: int = 0) -> dict:
     }
     if redis_url:
         env |= {"LORENTZTRON_REDIS_URL": redis_url, "LORENTZTRON_REDIS_PREFIX": f"d{seed}"}
-    service = Service(env)
+    service = ServiceProcess(env)
     results = []
     try:
         service.start()
@@ -254,24 +211,13 @@ def main() -> None:
     parser.add_argument("--redis", action="store_true", help="start a redis-server and use it")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    redis = None
-    url = None
-    if args.redis:
-        port = free_port()
-        directory = tempfile.mkdtemp(prefix="delete-under-feedback-redis-")
-        redis = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", directory,
-             "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        time.sleep(0.5)
-        url = f"redis://127.0.0.1:{port}/0"
-    try:
-        summary = run(args.iterations, url, args.seed)
-    finally:
-        if redis is not None:
-            redis.terminate()
-            redis.wait()
+    redis_url = None
+    with contextlib.ExitStack() as stack:
+        if args.redis:
+            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="delete-redis-"))
+            redis_server = stack.enter_context(RedisServer(Path(directory), appendfsync="always"))
+            redis_url = redis_server.start().url
+        summary = run(args.iterations, redis_url, args.seed)
     print(json.dumps({k: v for k, v in summary.items() if k != "results"}, indent=2))
     sys.exit(1 if summary["violations"] else 0)
 

@@ -45,7 +45,7 @@ import numpy as np
 import core.stacking as stacking
 from benchmarks.environment import ROOT, environment
 from benchmarks.markdown import replace_section
-from benchmarks.service_durability.processes import service, wait_ready
+from benchmarks.service_durability.processes import service
 from benchmarks.timing import Samples, Timing, interleaved, timed
 from core.averaging import Averaged
 from core.calibration import Calibrated
@@ -188,11 +188,13 @@ class Before:
         self.predictions: np.ndarray | None = None
 
     def run(self) -> None:
+        # the checkout first on the child's import path (the script, run by its path, adds
+        # only its own folder, which holds no ``core``)
         script = ROOT / "benchmarks" / "predict_before.py"
         command = [sys.executable, str(script), self.checkout, self.rows, f"--body={self.body}"]
         answer = subprocess.run(
             command, capture_output=True, text=True, check=True,
-            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": self.checkout},
         )  # fmt: skip
         result = json.loads(answer.stdout.splitlines()[-1])
         self.samples.add(Timing(result["cpu"], result["wall"]), self.body)
@@ -269,9 +271,10 @@ def measure(X, y, body: int, repeats: int, before: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         env["LORENTZTRON_SNAPSHOT_DIR"] = directory
         earlier = before and Before(before, X, y, body, directory)
-        process, url = service(env)
-        with process, httpx.Client(base_url=url, timeout=600) as client:
-            wait_ready(url)
+        with (
+            service(env).start() as process,
+            httpx.Client(base_url=process.url, timeout=600) as client,
+        ):
             server, pipelined = (Server(client, process.process.pid, bodies, n, k) for k in (1, 2))
             server.warm_up(svmlight(X[:100], y[:100]))
             interleaved(

@@ -3,7 +3,7 @@
 - ``mnist``: the 10,000 MNIST test digits (``../shared/data/mnist``), 784 grey levels scaled
   to [0, 1], every index written (``label 1:0.0 2:0.0 ... 784:0.32549019607843133``) with
   Python's ``repr`` of each value: what a plain client writes for dense rows;
-- ``bulk``: the sparse rows of the service's bulk scenario (``deploy/loadtest/loadgen.py``:
+- ``bulk``: the sparse rows of the service's bulk scenario (:mod:`deploy.loadtest.loadgen`:
   20,000 rows of 30 non-zeros over 2^18 features, values rounded to 4 decimals).
 
 Each is parsed, in the same run with interleaved rounds, by ``parse_svmlight`` (Clinger,
@@ -29,10 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.environment import ROOT, describe, environment
+from benchmarks.environment import describe, environment
 from benchmarks.markdown import replace_section
 from benchmarks.timing import interleaved, timed
 from core.datasets import load_mnist_test, parse_svmlight
+from deploy.loadtest.loadgen.config import LoadConfig
+from deploy.loadtest.loadgen.workload import Workload
 
 BEGIN = "<!-- parse_svmlight:begin -->"
 END = "<!-- parse_svmlight:end -->"
@@ -56,13 +58,8 @@ def mnist_body(rows: int | None = None) -> tuple[bytes, int]:
 
 def bulk_body(batch: int) -> tuple[bytes, int]:
     """One body of the service's bulk scenario (loadgen's workload, its default seed)."""
-    folder = str(ROOT / "deploy" / "loadtest")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    import loadgen
-
-    config = loadgen.LoadConfig(mode="bulk", batch=batch, bulk_bodies=1)
-    body = loadgen.Workload(config).bulk_bodies[0]
+    config = LoadConfig(mode="bulk", batch=batch, bulk_bodies=1)
+    body = Workload(config).bulk_bodies[0]
     return body, body.count(b":")
 
 

@@ -1,13 +1,14 @@
 """Time ``predict_many`` of the dense multi-class model in an earlier checkout of the project.
 
 Run by ``benchmarks.dense_multiclass --before CHECKOUT`` in a child process whose imports come
-from ``CHECKOUT`` only (for example ``git worktree add /tmp/before 4c0d960``, the commit issue
-18 was filed at): it learns the rows of ``ROWS.npz`` by that checkout's default ``learn_many``
+from ``CHECKOUT`` only, given first on its ``PYTHONPATH`` (for example ``git worktree add
+/tmp/before 4c0d960``, the commit issue 18 was filed at; the script checks where ``core``
+came from): it learns the rows of ``ROWS.npz`` by that checkout's default ``learn_many``
 in calls of ``--body`` rows, times one ``predict_many`` of the first ``--body`` rows by the
 averaged model (after a warm-up call) and prints its CPU and wall seconds and the
 predictions as JSON.
 
-    python benchmarks/predict_before.py CHECKOUT ROWS.npz [--body 5000]
+    PYTHONPATH=CHECKOUT python benchmarks/predict_before.py CHECKOUT ROWS.npz [--body 5000]
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +28,10 @@ def main() -> None:
     parser.add_argument("rows", help=".npz with X (n, 784) and y (n,)")
     parser.add_argument("--body", type=int, default=5000)
     args = parser.parse_args()
-    sys.path.insert(0, args.checkout)
+    import core
+
+    if not Path(core.__file__).resolve().is_relative_to(Path(args.checkout).resolve()):
+        parser.error(f"core comes from {core.__file__}, not {args.checkout}: set PYTHONPATH")
     from core.averaging import Averaged
     from core.calibration import Calibrated
     from core.dos import DoSClassifier

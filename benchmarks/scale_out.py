@@ -37,15 +37,9 @@ import redis
 
 from benchmarks.environment import environment
 from benchmarks.markdown import replace_section
+from benchmarks.servers import RedisServer, start_all
 from benchmarks.service_durability.freshness import histogram, quantile
-from benchmarks.service_durability.processes import (
-    learner_and_replica,
-    loadgen,
-    redis_server,
-    service,
-    wait_ready,
-    wait_redis,
-)
+from benchmarks.service_durability.processes import learner_and_replica, loadgen, service
 from service.scale.keys import RedisKeys
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,9 +182,8 @@ def takeover(args, tmp: Path) -> list[dict]:
         for repeat in range(args.repeats):
             directory = tmp / f"takeover-{ttl}-{repeat}"
             directory.mkdir()
-            redis_process, redis_url = redis_server(directory, "everysec")
-            with redis_process:
-                wait_redis(redis_url)
+            with RedisServer(directory, appendfsync="everysec").start() as redis_server:
+                redis_url = redis_server.url
                 env = {
                     "LORENTZTRON_REDIS_URL": redis_url,
                     "LORENTZTRON_REDIS_PREFIX": "takeover",
@@ -198,11 +191,11 @@ def takeover(args, tmp: Path) -> list[dict]:
                     "LORENTZTRON_POLL_INTERVAL": "0.5",
                 }
                 learners = [service({**env, "LORENTZTRON_ROLE": "learner"}) for _ in range(3)]
-                api, api_url = service({**env, "LORENTZTRON_ROLE": "api"})
+                api = service({**env, "LORENTZTRON_ROLE": "api"})
                 client = redis.Redis.from_url(redis_url)
-                with api, learners[0][0], learners[1][0], learners[2][0]:
-                    for _, url in (*learners, (api, api_url)):
-                        wait_ready(url)
+                with api, learners[0], learners[1], learners[2]:
+                    start_all((*learners, api))
+                    api_url = api.url
                     for name in names:
                         spec = {"name": name, "kind": "dos", "input": {"n_features": 4}}
                         httpx.post(f"{api_url}/v1/models", json=spec, timeout=30)
@@ -218,7 +211,7 @@ def takeover(args, tmp: Path) -> list[dict]:
                     load = threading.Thread(target=_feedback, args=(api_url, names, stop))
                     load.start()
                     time.sleep(1)
-                    victim = learners[0][0].process
+                    victim = learners[0].process
                     mine = {
                         n for n, o in zip(names, owners(), strict=True) if f"-{victim.pid}-" in o
                     }
@@ -239,8 +232,8 @@ def takeover(args, tmp: Path) -> list[dict]:
                         time.sleep(0.02)
                     stop.set()
                     load.join()
-                    for _, url in learners[1:]:
-                        text = httpx.get(f"{url}/metrics").text
+                    for learner in learners[1:]:
+                        text = httpx.get(f"{learner.url}/metrics").text
                         found = re.search(r"^lorentztron_takeover_seconds_sum (\S+)$", text, re.M)
                         n = re.search(r"^lorentztron_takeover_seconds_count (\S+)$", text, re.M)
                         if n and float(n.group(1)):
@@ -308,7 +301,7 @@ def render(result: dict) -> str:
         "",
         f"One learner, one api replica, Redis (`appendfsync everysec`); single-example "
         f"feedback posted to the replica at {settings['feedback_rate']:,.0f} requests/s (open "
-        f"loop, `deploy/loadtest/loadgen.py --client raw`) for "
+        f"loop, `python -m deploy.loadtest.loadgen --client raw`) for "
         f"{settings['freshness_duration']:g} s; publication every 0.25 s, a full snapshot "
         f"every {settings.get('full_every', 40)} publications with deltas. Freshness: the "
         "replica's `lorentztron_freshness_seconds` (per loaded version, the delay of its "

@@ -81,6 +81,7 @@ _KINDS = {
     "Forbidden": 403,
     "NotFound": 404,
     "MethodNotAllowed": 405,
+    "RequestTimeout": 408,
     "Conflict": 409,
     "TooLarge": 413,
     "UnsupportedMediaType": 415,

@@ -44,12 +44,22 @@ class Settings(BaseSettings):
 
     #: Largest request body accepted, in bytes (413 beyond).
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    #: Seconds a request's body may take to arrive (the time the service waits for it); a
+    #: slower one is answered 408 ``request_timeout`` and its connection closed.
+    body_timeout: float = Field(30.0, gt=0)
     #: Most instances or examples in one JSON request.
     max_batch: int = Field(10_000, gt=0)
     #: Most live models.
     max_models: int = Field(100, gt=0)
-    #: Most learned floats in one model (guards memory: n_features * 2 * rank for DoS).
+    #: Most floats one model holds in memory: its learned arrays (DoS: n_features * 2 * rank,
+    #: twice with time averaging) and the buffers its snapshots are captured into (as many
+    #: again). A float32 DoS model counts half.
     max_model_floats: int = Field(1 << 27, gt=0)
+    #: Most bytes all models together hold in memory (what ``MAX_MODEL_FLOATS`` counts, in
+    #: bytes), checked before a model is created or imported. Unset: half the memory the
+    #: process may use (its cgroup's limit, else the machine's), leaving the other half for
+    #: the encoding of snapshots and exports, requests and the prediction cache.
+    max_total_bytes: int | None = Field(None, gt=0)
     #: Most binary models in one multi-class reduction (one-vs-one over k classes holds
     #: k (k - 1) / 2; at the default, a create answers in about half a second).
     max_submodels: int = Field(5000, gt=0)
@@ -122,7 +132,8 @@ class Settings(BaseSettings):
     #: Most bytes of kept answers of keyed requests per model (the oldest dropped first).
     idempotency_bytes: int = Field(32 * 1024 * 1024, gt=0)
 
-    #: Bearer keys allowed to write (create/delete models, feedback, snapshots). Empty: open.
+    #: Bearer keys allowed to write (create/delete/import models, feedback, snapshots) and to
+    #: export a model (its full weights). Empty: open.
     write_keys: Annotated[list[str], NoDecode] = []
     #: Bearer keys allowed to read (predict, list). Empty: reads are open.
     read_keys: Annotated[list[str], NoDecode] = []

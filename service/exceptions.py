@@ -66,6 +66,10 @@ class Unavailable(ServiceError):
     """A dependency (the snapshot store, the feedback log) failed; try again."""
 
 
+class RequestTimeout(ServiceError):
+    """The request's body did not arrive in the time allowed."""
+
+
 class ClientClosed(ServiceError):
     """The client went away before its request was read (answered to nobody)."""
 
@@ -96,7 +100,7 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "kind_unavailable": (InvalidRequest, "the kind needs an optional extra that is missing"),
     "idempotency_key_reused": (
         InvalidRequest,
-        "the Idempotency-Key was used with another request (endpoint or body)",
+        "the Idempotency-Key was used with another request to this model (endpoint or body)",
     ),
     "unauthorized": (Unauthorized, "the endpoint needs a bearer key"),
     "forbidden": (Forbidden, "the key is not allowed to do this"),
@@ -106,6 +110,10 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "method_not_allowed": (MethodNotAllowed, "the path does not take this method"),
     "model_exists": (Conflict, "a model with this name exists"),
     "too_many_models": (Conflict, "the service holds its maximum number of models"),
+    "memory_budget_exceeded": (
+        Conflict,
+        "the models would hold more memory than the budget (MAX_TOTAL_BYTES)",
+    ),
     "wrong_role": (Conflict, "snapshot or restore on an api replica"),
     "snapshot_mismatch": (Conflict, "the snapshot was taken from another configuration"),
     "idempotency_key_in_use": (
@@ -120,6 +128,10 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "not_ready": (
         Unavailable,
         "the service is starting (models being restored): retry, or wait for /readyz",
+    ),
+    "request_timeout": (
+        RequestTimeout,
+        "the body was not received within `BODY_TIMEOUT` seconds (the connection is closed)",
     ),
     "client_closed": (ClientClosed, "the client disconnected before its body was read"),
     "internal_error": (Internal, "an unexpected error (a bug), logged with its traceback"),

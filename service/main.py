@@ -13,8 +13,10 @@ from fastapi import FastAPI
 
 from core import __version__
 from service.config import Settings, get_settings
-from service.durability.feedback_log import FileLog, RedisLog
-from service.durability.store import LocalStore, RedisStore
+from service.durability.file_log import FileLog
+from service.durability.local_store import LocalStore
+from service.durability.redis_log import RedisLog
+from service.durability.redis_store import RedisStore
 from service.http.deps import Components
 from service.http.errors import install_error_handlers, method_table
 from service.http.fastpath import FastPath
@@ -216,7 +218,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.fast_path:  # inside ServiceMiddleware, in front of FastAPI's router
         app.add_middleware(FastPath)
     app.add_middleware(Gate, wait=settings.startup_wait)
-    app.add_middleware(ServiceMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        ServiceMiddleware,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout=settings.body_timeout,
+    )
     app.state.metrics = metrics
     # the status page's history (tests may swap it for one that samples faster)
     app.state.history = History(metrics)

@@ -8,14 +8,14 @@
 3. Predict throughput with one and two api replicas (one learner, Redis).
 4. Freshness: the delay from an acknowledged feedback to an api replica serving it.
 
-Load comes from ``deploy/loadtest/loadgen.py`` (``--client raw``) on the same 2-core
+Load comes from ``python -m deploy.loadtest.loadgen`` (``--client raw``) on the same 2-core
 machine; each configuration runs ``--repeats`` times and the medians are reported.
 
 Parts: :mod:`~benchmarks.service_durability.processes` (servers, Redis and load generators
-as subprocesses), one module per measurement (:mod:`~benchmarks.service_durability.throughput`,
-:mod:`~benchmarks.service_durability.recovery`, :mod:`~benchmarks.service_durability.replicas`,
-:mod:`~benchmarks.service_durability.freshness`), :mod:`~benchmarks.service_durability.report`
-and :mod:`~benchmarks.service_durability.cli`.
+as the measurements configure them, on :mod:`benchmarks.servers`), one module per measurement
+(:mod:`~benchmarks.service_durability.throughput`, :mod:`~benchmarks.service_durability.recovery`,
+:mod:`~benchmarks.service_durability.replicas`, :mod:`~benchmarks.service_durability.freshness`),
+:mod:`~benchmarks.service_durability.report` and :mod:`~benchmarks.service_durability.cli`.
 
 Usage::
 

@@ -10,9 +10,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.service_durability.processes import MODEL, service, wait_ready
+from benchmarks.servers import wait_ready
+from benchmarks.service_durability.processes import MODEL, service
 from core.features import CSRBatch
-from service.durability.feedback_log import FileLog, encode_record
+from service.durability.feedback_log import encode_record
+from service.durability.file_log import FileLog
 
 
 def write_log(directory: Path, n_records: int, seed: int = 0) -> None:
@@ -42,14 +44,12 @@ def recovery(args, tmp: Path) -> list[dict]:
         for repeat in range(args.repeats):
             directory = tmp / f"recovery-{n_records}-{repeat}"
             env = {"LORENTZTRON_SNAPSHOT_DIR": str(directory / "snapshots")}
-            process, url = service(env)
-            with process:  # create the model (snapshot 0), then stop
-                wait_ready(url)
-                assert httpx.post(f"{url}/v1/models", json=spec).status_code == 201
+            with service(env).start() as server:  # create the model (snapshot 0), then stop
+                assert httpx.post(f"{server.url}/v1/models", json=spec).status_code == 201
             write_log(directory / "snapshots" / ".log", n_records, seed=repeat)
-            process, url = service(env)
-            with process:
-                ready = wait_ready(url)
+            with service(env).launch() as server:
+                url = server.url
+                ready = wait_ready(url, process=server.process, period=0.02)
                 metrics = httpx.get(f"{url}/metrics").text
                 replay = float(
                     re.search(r"lorentztron_log_replay_duration_seconds_sum (\S+)", metrics)[1]

@@ -21,7 +21,7 @@ def render(result: dict) -> str:
         f"{env['commit']}, {env['cpus']} CPUs, load average before the runs "
         f"{env['load_before']}, after {env['load_after']}). Model: DoS rank {MODEL['rank']} "
         f"over {MODEL['n_features']:,} hashed features, {MODEL['nnz']} non-zeros per example. "
-        f"Load from `deploy/loadtest/loadgen.py --client raw` on the same machine, "
+        f"Load from `python -m deploy.loadtest.loadgen --client raw` on the same machine, "
         f"{result['settings']['duration']:g} s per run after 1 s of warm-up, medians of "
         f"{result['settings']['repeats']} runs.",
         "",

@@ -3,16 +3,12 @@ no fsync) and on a Redis stream (``appendfsync always``)."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from pathlib import Path
 
-from benchmarks.service_durability.processes import (
-    loadgen,
-    redis_server,
-    service,
-    wait_ready,
-    wait_redis,
-)
+from benchmarks.servers import RedisServer
+from benchmarks.service_durability.processes import loadgen, service
 
 
 def throughput(args, tmp: Path) -> list[dict]:
@@ -35,20 +31,13 @@ def throughput(args, tmp: Path) -> list[dict]:
                 directory = tmp / f"{label}-{mode}-{repeat}".replace(" ", "_").replace(",", "")
                 directory.mkdir()
                 env_run = {**env, "LORENTZTRON_SNAPSHOT_DIR": str(directory / "snapshots")}
-                redis_process = None
-                if appendfsync:
-                    redis_process, redis_url = redis_server(directory, appendfsync)
-                    redis_process.__enter__()
-                    wait_redis(redis_url)
-                    env_run["LORENTZTRON_REDIS_URL"] = redis_url
-                try:
-                    process, url = service(env_run)
-                    with process:
-                        wait_ready(url)
-                        summary = loadgen(url, mode, args.duration, extra)
-                finally:
-                    if redis_process is not None:
-                        redis_process.__exit__()
+                with contextlib.ExitStack() as stack:
+                    if appendfsync:
+                        redis_server = stack.enter_context(RedisServer(directory, appendfsync))
+                        redis_server.start()
+                        env_run["LORENTZTRON_REDIS_URL"] = redis_server.url
+                    with service(env_run).start() as server:
+                        summary = loadgen(server.url, mode, args.duration, extra)
                 runs.append(summary)
             rows.append(
                 {

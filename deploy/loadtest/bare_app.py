@@ -7,27 +7,27 @@ and validated: ``indices`` integers, ``values`` floats, a ``label``) and whose
 ``response_model`` has the shape of the service's answer (serialised by FastAPI). No
 model, lock, log, metric, middleware or thread pool: the answer is made up from the
 request (a score of the sum of the values). ``POST /v1/models`` and ``DELETE
-/v1/models/{name}`` answer as the service does, so that ``loadgen.py`` can drive this app
-unchanged, and ``GET /readyz`` says it is up.
+/v1/models/{name}`` answer as the service does, so that :mod:`deploy.loadtest.loadgen` can
+drive this app unchanged, and ``GET /readyz`` says it is up.
 
-``python deploy/loadtest/bare_app.py --port N`` serves it with the uvicorn configuration of
+``python -m deploy.loadtest.bare_app --port N`` serves it with the uvicorn configuration of
 ``lorentztron serve`` (``service.ops.cli.uvicorn_options``: same event loop, HTTP parser, log
 configuration, no access log) and the same process set-up (``configure_process``), so that
-``run_benchmarks.py`` measures the service against it in the same run and the ratio is the
-cost of the service's own work per request.
+:mod:`deploy.loadtest.run_benchmarks` measures the service against it in the same run and
+the ratio is the cost of the service's own work per request.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import sys
-from pathlib import Path
 
+import uvicorn
 from fastapi import FastAPI, Response
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parents[2]
+from service.config import Settings
+from service.ops import cli
 
 
 # The bodies' shape as a plain FastAPI app would declare it: typed fields, no validators
@@ -135,23 +135,18 @@ def create_app() -> FastAPI:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import uvicorn
-
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from service.config import Settings
-    from service.ops.cli import configure_process, uvicorn_options
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.loadtest.bare_app", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
     args = parser.parse_args(argv)
     settings = Settings()
-    configure_process(settings)
+    # through the module, as `lorentztron serve` calls it (tests replace it there)
+    cli.configure_process(settings)
     uvicorn.run(
-        "bare_app:create_app",
-        app_dir=str(Path(__file__).resolve().parent),
-        **uvicorn_options(settings, args.host, args.port),
+        "deploy.loadtest.bare_app:create_app",
+        **cli.uvicorn_options(settings, args.host, args.port),
     )
 
 

@@ -1,11 +1,11 @@
 """Where a bulk feedback body's time goes, in-process, as the server handles it.
 
-The service's app is created and started as in ``cost_breakdown.py`` (the process set up as
-``lorentztron serve`` sets it up), a model of the bulk scenario is created (``loadgen.py``'s
-workload: DoS rank 16 over 2^18 hashed features, svmlight bodies of 20,000 rows of 30
-non-zeros), and bodies go through ``service.http.grouping.handle_group``, the handler a bulk
-request runs in its thread: parse and validation outside the model's lock, then the log
-append, learning and averaging under the writer lock, then the fsync.
+The service's app is created and started as in :mod:`deploy.loadtest.cost_breakdown` (the
+process set up as ``lorentztron serve`` sets it up), a model of the bulk scenario is created
+(the load generator's workload: DoS rank 16 over 2^18 hashed features, svmlight bodies of
+20,000 rows of 30 non-zeros), and bodies go through ``service.http.grouping.handle_group``,
+the handler a bulk request runs in its thread: parse and validation outside the model's lock,
+then the log append, learning and averaging under the writer lock, then the fsync.
 
 - ``--profile``: one thread, cProfile with the thread's CPU clock over ``--bodies`` bodies;
   prints the CPU per example of each step and the share spent under the writer lock (the
@@ -13,9 +13,9 @@ append, learning and averaging under the writer lock, then the fsync.
 - ``--threads N``: N threads send bodies for ``--seconds`` (the closed loop of the bulk
   scenario without HTTP): examples per second and process CPU per example.
 
-    python deploy/loadtest/bulk_profile.py --profile
-    python deploy/loadtest/bulk_profile.py --threads 2 --seconds 10
-    python deploy/loadtest/bulk_profile.py --threads 2 --averaging-interval 1000000000
+    python -m deploy.loadtest.bulk_profile --profile
+    python -m deploy.loadtest.bulk_profile --threads 2 --seconds 10
+    python -m deploy.loadtest.bulk_profile --threads 2 --averaging-interval 1000000000
 """
 
 from __future__ import annotations
@@ -31,19 +31,14 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT), str(HERE)]
-
-import loadgen  # noqa: E402
-from cost_breakdown import asgi_call  # noqa: E402
-
-from service.config import Settings  # noqa: E402
-from service.http.grouping import handle_group  # noqa: E402
-from service.main import create_app  # noqa: E402
-from service.ops.cli import configure_process  # noqa: E402
+from deploy.loadtest.cost_breakdown import asgi_call
+from deploy.loadtest.loadgen.config import LoadConfig
+from deploy.loadtest.loadgen.workload import Workload
+from service.config import Settings
+from service.http.grouping import handle_group
+from service.main import create_app
+from service.ops.cli import configure_process
 
 #: (label, file suffix, function name) of the steps reported by --profile
 STEPS = (
@@ -68,14 +63,14 @@ def cumulative(stats: pstats.Stats, suffix: str, name: str) -> float:
 
 
 async def run(args) -> None:
-    config = loadgen.LoadConfig(
+    config = LoadConfig(
         mode="bulk",
         batch=args.batch,
         bulk_bodies=2,
         pool=512,
         averaging_interval=args.averaging_interval,
     )
-    workload = loadgen.Workload(config)
+    workload = Workload(config)
     configure_process(Settings())
     with tempfile.TemporaryDirectory() as directory:
         app = create_app(Settings(snapshot_dir=directory, snapshot_interval=3600))

@@ -18,8 +18,8 @@ processes on the machine inflate the figures as little as possible:
   parses), and learning, with and without the time-averaging fold (``running_average`` over
   the whole state, every ``interval`` examples).
 
-    python deploy/loadtest/cost_breakdown.py                       # DoS rank 16, 2^18 hashed
-    python deploy/loadtest/cost_breakdown.py --json /tmp/costs.json
+    python -m deploy.loadtest.cost_breakdown                       # DoS rank 16, 2^18 hashed
+    python -m deploy.loadtest.cost_breakdown --json /tmp/costs.json
 """
 
 from __future__ import annotations
@@ -43,25 +43,21 @@ import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT), str(HERE)]
-
-import loadgen  # noqa: E402
-
-from core.align import running_average  # noqa: E402
-from core.datasets import parse_svmlight, svmlight_batch  # noqa: E402
-from core.features import as_batch, batch_from_rows  # noqa: E402
-from service.config import Settings  # noqa: E402
-from service.http.bodies import instance_row  # noqa: E402
-from service.http.schemas import (  # noqa: E402
+from core.align import running_average
+from core.datasets import parse_svmlight, svmlight_batch
+from core.features import as_batch, batch_from_rows
+from deploy.loadtest.loadgen.config import KINDS, LoadConfig
+from deploy.loadtest.loadgen.workload import Workload
+from service.config import Settings
+from service.http.bodies import instance_row
+from service.http.schemas import (
     FeedbackRequest,
     FeedbackResponse,
     PredictRequest,
     PredictResponse,
 )
-from service.http.threads import run_sync  # noqa: E402
-from service.main import create_app  # noqa: E402
+from service.http.threads import run_sync
+from service.main import create_app
 
 
 def timed(function, n: int, repeats: int, clock=time.thread_time) -> float:
@@ -260,7 +256,7 @@ async def hops_of(function) -> float:
 
 
 async def measure(args) -> dict:
-    config = loadgen.LoadConfig(
+    config = LoadConfig(
         mode="bulk",
         kind=args.kind,
         rank=args.rank,
@@ -270,7 +266,7 @@ async def measure(args) -> dict:
         bulk_bodies=1,
         pool=512,
     )
-    workload = loadgen.Workload(config)
+    workload = Workload(config)
     results: dict[str, dict] = {}
 
     def put(group: str, name: str, seconds: float, per: str = "request") -> None:
@@ -305,7 +301,7 @@ async def measure(args) -> dict:
     return results
 
 
-async def _measure_routes(app, workload: loadgen.Workload, args, put) -> None:
+async def _measure_routes(app, workload: Workload, args, put) -> None:
     """The hot endpoints through FastAPI's routes (the setting fast_path off)."""
     spec = json.dumps(workload.model_spec("m")).encode()
     assert await asgi_call(app, "POST", "/v1/models", spec, "application/json") == 201
@@ -328,7 +324,7 @@ async def _measure_routes(app, workload: loadgen.Workload, args, put) -> None:
         put("app", name, await timed_async(run, args.n, args.repeats))
 
 
-async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
+async def _measure_app(app, workload: Workload, args, put) -> None:
     n, repeats = args.n, args.repeats
     components = app.state.components
     spec = json.dumps(workload.model_spec("m")).encode()
@@ -519,7 +515,7 @@ async def _measure_app(app, workload: loadgen.Workload, args, put) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=loadgen.KINDS, default="dos")
+    parser.add_argument("--kind", choices=KINDS, default="dos")
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--n-features", type=int, default=1 << 18)
     parser.add_argument("--nnz", type=int, default=30)

@@ -1,8 +1,10 @@
 """Locust users for the lorentztron service: predictions, feedback and mixed traffic.
 
-The same workload as ``loadgen.py`` (synthetic sparse rows with ``--nnz`` non-zeros, binary
-labels from a fixed random teacher), as locust users for dashboards, ramps and distributed
-runs. One model is created when the test starts and deleted when it stops. Headless::
+The same workload as :mod:`deploy.loadtest.loadgen` (synthetic sparse rows with ``--nnz``
+non-zeros, binary labels from a fixed random teacher), as locust users for dashboards, ramps
+and distributed runs. One model is created when the test starts and deleted when it stops.
+Run it from the repository root: locust puts the working directory on the import path, where
+this file finds ``deploy.loadtest``. Headless::
 
     locust -f deploy/loadtest/locustfile.py --headless -u 50 -r 10 -t 30s \\
         --host http://127.0.0.1:8000
@@ -11,11 +13,11 @@ runs. One model is created when the test starts and deleted when it stops. Headl
     locust -f deploy/loadtest/locustfile.py --headless -u 20 -r 20 -t 20s \\
         --host http://127.0.0.1:8000 --rank 4 --n-features 65536 --csv /tmp/lt PredictUser
 
-The same options as ``loadgen.py``: ``--key`` (or ``LORENTZTRON_KEY``) for a service with
+The same options as the load generator: ``--key`` (or ``LORENTZTRON_KEY``) for a service with
 keys, ``--model-name`` for an existing model (its input size and classes read from the
 service); ``--csv PREFIX`` (locust's own) writes the results where you say. For the highest
-rate under a latency bound, use ``loadgen.py --sweep`` (an open loop; locust's users are a
-closed one).
+rate under a latency bound, use ``python -m deploy.loadtest.loadgen --sweep`` (an open loop;
+locust's users are a closed one).
 
 User classes (all run, by weight, unless named on the command line):
 
@@ -28,8 +30,8 @@ User classes (all run, by weight, unless named on the command line):
 
 Users send the next request as soon as the previous one is answered (no wait time), so the
 request rate is set by ``-u``: this is closed-loop load, whose latencies understate what
-users would see under an open arrival rate when the server saturates; ``loadgen.py
---rate`` measures the open-loop case. Needs ``pip install locust`` (the ``loadtest``
+users would see under an open arrival rate when the server saturates; the load generator's
+``--rate`` measures the open-loop case. Needs ``pip install locust`` (the ``loadtest``
 extra).
 """
 
@@ -42,19 +44,18 @@ import os
 import random
 import sys
 import uuid
-from pathlib import Path
 
 from locust import FastHttpUser, events, task
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import loadgen  # noqa: E402
+from deploy.loadtest.loadgen.clients import auth_headers
+from deploy.loadtest.loadgen.config import KINDS, LoadConfig, model_options
+from deploy.loadtest.loadgen.workload import JSON_TYPE, Workload
 
 
 class Shared:
     """The model and pre-encoded bodies of this test run (set when the test starts)."""
 
-    workload: loadgen.Workload | None = None
+    workload: Workload | None = None
     model: str | None = None
     created = False
     headers: dict[str, str] = {}
@@ -62,8 +63,8 @@ class Shared:
 
 @events.init_command_line_parser.add_listener
 def _arguments(parser):
-    defaults = loadgen.LoadConfig()
-    parser.add_argument("--model-kind", choices=loadgen.KINDS, default=defaults.kind)
+    defaults = LoadConfig()
+    parser.add_argument("--model-kind", choices=KINDS, default=defaults.kind)
     parser.add_argument("--rank", type=int, default=defaults.rank)
     parser.add_argument("--n-features", type=int, default=defaults.n_features)
     parser.add_argument("--nnz", type=int, default=defaults.nnz)
@@ -86,7 +87,7 @@ def _arguments(parser):
 def _create_model(environment, **kwargs):
     options = environment.parsed_options
     bulk = any(user.__name__ == "BulkUser" for user in environment.user_classes)
-    config = loadgen.LoadConfig(
+    config = LoadConfig(
         url=environment.host or "http://127.0.0.1:8000",
         mode="bulk" if bulk else "mixed",
         kind=options.model_kind,
@@ -101,19 +102,19 @@ def _create_model(environment, **kwargs):
     config.check()
     import httpx
 
-    Shared.headers = loadgen.auth_headers(options.key or None)
+    Shared.headers = auth_headers(options.key or None)
     if options.model_name:  # rows and labels that fit the existing model
         response = httpx.get(
             f"{config.url}/v1/models/{options.model_name}", headers=Shared.headers, timeout=60
         )
         if response.status_code != 200:
             raise RuntimeError(f"model {options.model_name!r}: {response.text}")
-        extra = loadgen.model_options(response.json())
+        extra = model_options(response.json())
         config = dataclasses.replace(config, **extra, nnz=min(config.nnz, extra["n_features"]))
-        Shared.workload = loadgen.Workload(config)
+        Shared.workload = Workload(config)
         Shared.model = options.model_name
         return
-    Shared.workload = loadgen.Workload(config)
+    Shared.workload = Workload(config)
     Shared.model = f"locust-{uuid.uuid4().hex[:8]}"
     response = httpx.post(
         f"{config.url}/v1/models",
@@ -155,7 +156,7 @@ class _ServiceUser(FastHttpUser):
         with self.client.post(
             f"/v1/models/{Shared.model}/predict",
             data=Shared.workload.predict_bodies[k],
-            headers=self._headers(loadgen.JSON_TYPE),
+            headers=self._headers(JSON_TYPE),
             name="predict",
             catch_response=True,
         ) as response:
@@ -179,7 +180,7 @@ class _ServiceUser(FastHttpUser):
         with self.client.post(
             f"/v1/models/{Shared.model}/feedback",
             data=body,
-            headers=self._headers(loadgen.JSON_TYPE),
+            headers=self._headers(JSON_TYPE),
             name=name,
             catch_response=True,
         ) as response:

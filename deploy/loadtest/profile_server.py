@@ -1,5 +1,6 @@
 """Where the service's CPU time goes under load: the app served by uvicorn in this process,
-sampled by py-spy (or traced by yappi), driven by ``loadgen.py`` in a subprocess.
+sampled by py-spy (or traced by yappi), driven by :mod:`deploy.loadtest.loadgen` in a
+subprocess.
 
 The uvicorn configuration is the one of ``lorentztron serve`` (one process, the service's
 JSON logging, no uvicorn access log), on a free loopback port with snapshots in a temporary
@@ -9,8 +10,8 @@ with the profiler's overhead), the CPU time by component (the exclusive time of 
 function, the time of C built-ins credited to their Python callers) and the costliest
 functions.
 
-    python deploy/loadtest/profile_server.py --mode predict --concurrency 4 --duration 10
-    python deploy/loadtest/profile_server.py --mode bulk --batch 20000 --concurrency 1
+    python -m deploy.loadtest.profile_server --mode predict --concurrency 4 --duration 10
+    python -m deploy.loadtest.profile_server --mode bulk --batch 20000 --concurrency 1
 
 Options after ``--`` go to the load generator (``--rank``, ``--n-features``, ``--nnz``,
 ``--client raw``, ...).
@@ -18,8 +19,8 @@ Options after ``--`` go to the load generator (``--rank``, ``--n-features``, ``-
 py-spy samples the thread holding the GIL (``--gil``), attributed to the innermost Python
 frame. On a machine with more runnable threads than CPUs, a thread that wakes another one
 (``Condition.notify`` in the thread-pool hand-off) is often preempted while it holds the GIL,
-so hand-offs look costlier than their CPU time; ``cost_breakdown.py`` times the steps with the
-CPU clock instead.
+so hand-offs look costlier than their CPU time; :mod:`deploy.loadtest.cost_breakdown` times
+the steps with the CPU clock instead.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import argparse
 import collections
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,11 +39,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT), str(HERE)]
-
-import loadgen  # noqa: E402
+from benchmarks.servers import ROOT, free_port
+from deploy.loadtest.loadgen.cli import parse_args
+from deploy.loadtest.loadgen.config import MODES, LoadConfig
+from deploy.loadtest.loadgen.workload import Workload
 
 #: (category, substrings of a function's file path or name); the first match wins.
 CATEGORIES = (
@@ -142,12 +141,6 @@ def breakdown_collapsed(path: Path) -> tuple[dict[str, float], list[tuple[float,
     return dict(by_category), [(n, f) for f, n in by_function.most_common()]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server(snapshot_dir: str, log_level: str) -> tuple[uvicorn.Server, threading.Thread, str]:
     from service.config import Settings
     from service.main import create_app
@@ -187,7 +180,8 @@ def start_server(snapshot_dir: str, log_level: str) -> tuple[uvicorn.Server, thr
 def run_generator(url: str, args: argparse.Namespace, extra: list[str], model: str, seconds):
     command = [
         sys.executable,
-        str(HERE / "loadgen.py"),
+        "-m",
+        "deploy.loadtest.loadgen",
         "--url",
         url,
         "--mode",
@@ -207,6 +201,7 @@ def run_generator(url: str, args: argparse.Namespace, extra: list[str], model: s
         subprocess.run(
             [*args.client_prefix.split(), *command, "--json", out.name],
             check=False,
+            cwd=ROOT,
             stdout=subprocess.DEVNULL,
             timeout=seconds + 120,
         )
@@ -215,7 +210,7 @@ def run_generator(url: str, args: argparse.Namespace, extra: list[str], model: s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=loadgen.MODES, default="predict")
+    parser.add_argument("--mode", choices=MODES, default="predict")
     parser.add_argument("--rate", type=float)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--duration", type=float, default=10.0)
@@ -239,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as snapshot_dir:
         server, thread, url = start_server(snapshot_dir, args.log_level)
         try:
-            gen_args = loadgen.parse_args(["--mode", args.mode, *extra])[0]
-            spec = loadgen.Workload(
-                loadgen.LoadConfig(**{**vars(gen_args), "mode": "predict", "pool": 1})
+            gen_args = parse_args(["--mode", args.mode, *extra])[0]
+            spec = Workload(
+                LoadConfig(**{**vars(gen_args), "mode": "predict", "pool": 1})
             ).model_spec("profiled")
             with httpx.Client(base_url=url, timeout=60) as http:
                 response = http.post("/v1/models", json=spec)

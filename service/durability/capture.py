@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from core.base import Estimator
+from service.durability.record import Marks
 
 RESERVOIR = "service.reservoir."
 PROGRESSIVE = "service.progressive."
@@ -29,14 +30,23 @@ SERVICE = "service."
 
 
 class Capture(NamedTuple):
-    """A consistent view of a model for a snapshot."""
+    """A consistent view of a model for a snapshot: its state and what the durability
+    record said then (``service.durability.record.Marks``)."""
 
-    version: int
     state: dict
-    log_position: Any
-    records: int  # log records learned since the previous snapshot, when captured
-    first_new: Any = None  # the first log record learned since the last publication
-    log_bytes: int = 0  # the bytes of those records
+    marks: Marks
+
+    @property
+    def version(self) -> int:
+        return self.marks.version
+
+    @property
+    def log_position(self) -> Any:
+        return self.marks.log_position
+
+    @property
+    def first_new(self) -> Any:
+        return self.marks.first_new
 
 
 def buffer_for(buffers: dict, name: str, array: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -59,9 +69,11 @@ def prepare_buffers(estimator: Estimator, buffers: dict) -> None:
 
 
 def estimator_state(estimator: Estimator, buffers: dict | None) -> dict:
-    """``estimator.get_state(order="K")``, its arrays copied into ``buffers`` when given."""
+    """The estimator's state, its arrays copied into ``buffers``; None: the estimator's own
+    arrays, not copied (for a capture written while the model's writer lock is held, which
+    nothing changes meanwhile: no copy of a large model on top of the encoding)."""
     if buffers is None:
-        return estimator.get_state(order="K")
+        return {**estimator.get_state_meta(), "arrays": dict(estimator.arrays())}
     arrays = {}
     for name, array in estimator.arrays():
         buffer, _ = buffer_for(buffers, name, array)

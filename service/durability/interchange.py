@@ -22,30 +22,22 @@ new model, and ``lorentztron learn`` / ``eval`` / ``export`` / ``import`` use th
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 
 import numpy as np
 
+from service.durability import schema
+from service.durability.capture import SERVICE
+from service.durability.constraints import SchemaError, parse_json
+
 FORMAT = "lorentztron.model/1"
 MEDIA_TYPE = "application/vnd.safetensors"
 
-_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U64": "<u8",
-    "U32": "<u4",
-    "U16": "<u2",
-    "U8": "u1",
-    "BOOL": "?",
-}
-_CODES = {np.dtype(v).newbyteorder("<").str: k for k, v in _DTYPES.items()}
-_CODES[np.dtype("?").str] = "BOOL"
+_CODES = {np.dtype(v).str: k for k, v in schema.TENSOR_DTYPES.items()}
+#: a tensor not laid out in C order is written this many bytes of rows at a time
+WRITE_BLOCK_BYTES = 256 * 1024
 
 
 class InterchangeError(ValueError):
@@ -54,61 +46,85 @@ class InterchangeError(ValueError):
 
 def write_tensors(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
     """A safetensors file of ``tensors`` (little endian, C order) with string metadata."""
+    file = io.BytesIO()
+    write_tensors_to(file, tensors, metadata)
+    return file.getvalue()
+
+
+def write_tensors_to(file, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> int:
+    """Write a safetensors file of ``tensors`` to a binary ``file``, tensor by tensor (no
+    copy of the whole file in memory); its size in bytes."""
     header: dict = {"__metadata__": dict(metadata)}
-    chunks, offset = [], 0
+    offset = 0
     for name in sorted(tensors):
-        array = np.ascontiguousarray(tensors[name])
-        array = array.astype(array.dtype.newbyteorder("<"), copy=False)
-        code = _CODES.get(array.dtype.str)
+        array = tensors[name]
+        code = _CODES.get(array.dtype.newbyteorder("<").str)
         if code is None:
             raise InterchangeError(f"{name}: dtype {array.dtype} has no safetensors code")
-        data = array.tobytes()
+        nbytes = array.size * array.dtype.itemsize
         header[name] = {
             "dtype": code,
             "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
+            "data_offsets": [offset, offset + nbytes],
         }
-        chunks.append(data)
-        offset += len(data)
+        offset += nbytes
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)  # the tensors start 8-byte aligned
-    return b"".join((struct.pack("<Q", len(head)), head, *chunks))
+    file.write(struct.pack("<Q", len(head)))
+    file.write(head)
+    for name in sorted(tensors):
+        _write_c_order(file, tensors[name])
+    return 8 + len(head) + offset
+
+
+def _write_c_order(file, array: np.ndarray) -> None:
+    """Write an array's bytes in C order, little endian: a view of a transposed layout (DoS's
+    ``U_``) is copied a block of rows at a time (``WRITE_BLOCK_BYTES``), never whole."""
+    array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+    if array.size == 0:
+        return
+    if array.flags.c_contiguous or array.ndim < 2:
+        file.write(memoryview(np.ascontiguousarray(array).reshape(-1)).cast("B"))
+        return
+    rows = max(1, WRITE_BLOCK_BYTES // (array[0].size * array.dtype.itemsize))
+    for start in range(0, array.shape[0], rows):
+        block = np.ascontiguousarray(array[start : start + rows])
+        file.write(memoryview(block.reshape(-1)).cast("B"))
 
 
 def read_tensors(data: bytes | memoryview) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(tensors, metadata) of a safetensors file; InterchangeError if it is not one."""
+    """(tensors, metadata) of a safetensors file, its header checked against
+    ``service.durability.schema`` first; InterchangeError if it is not one."""
     data = memoryview(data)
     if len(data) < 8:
         raise InterchangeError("not a safetensors file (shorter than its header length)")
     (length,) = struct.unpack_from("<Q", data, 0)
+    if length > schema.MAX_HEADER_BYTES:
+        raise InterchangeError(f"not a safetensors file (a header of {length} bytes)")
     if 8 + length > len(data):
         raise InterchangeError("not a safetensors file (truncated header)")
-    try:
-        header = json.loads(bytes(data[8 : 8 + length]))
-    except ValueError as error:
-        raise InterchangeError(f"not a safetensors file (header: {error})") from None
-    if not isinstance(header, dict):
-        raise InterchangeError("not a safetensors file (the header is not an object)")
     payload = data[8 + length :]
-    metadata = header.pop("__metadata__", None) or {}
+    try:
+        header = parse_json(bytes(data[8 : 8 + length]), "the header")
+        metadata, entries = schema.check_tensors(header, len(payload))
+    except SchemaError as error:
+        raise InterchangeError(f"not a safetensors file: {error}") from None
     tensors = {}
-    for name, entry in header.items():
-        try:
-            dtype = np.dtype(_DTYPES[entry["dtype"]])
-            begin, end = entry["data_offsets"]
-            shape = [int(n) for n in entry["shape"]]
-        except (KeyError, TypeError, ValueError):
-            raise InterchangeError(f"tensor {name!r}: bad entry {entry!r}") from None
-        count = int(np.prod(shape, dtype=np.int64))
-        if not 0 <= begin <= end <= len(payload) or end - begin != count * dtype.itemsize:
-            raise InterchangeError(f"tensor {name!r}: its offsets do not match its shape")
+    for name, (dtype, shape, begin, end) in entries.items():
         array = np.frombuffer(payload[begin:end], dtype=dtype).reshape(shape)
-        tensors[name] = array.astype(dtype.newbyteorder("="), copy=True)
+        tensors[name] = array.astype(array.dtype.newbyteorder("="), copy=True)
     return tensors, metadata
 
 
 def dump_model(name: str, version: int, spec: dict, state: dict) -> bytes:
     """A model's file from its snapshot state (``LiveModel`` capture or ``store.decode``)."""
+    file = io.BytesIO()
+    write_model(file, name, version, spec, state)
+    return file.getvalue()
+
+
+def write_model(file, name: str, version: int, spec: dict, state: dict) -> int:
+    """Write a model's file to a binary ``file`` (``dump_model``); its size in bytes."""
     service = state.get("service", {"arrays": {}, "scalars": {}})
     tensors = {**state["arrays"], **service["arrays"]}
     if len(tensors) != len(state["arrays"]) + len(service["arrays"]):
@@ -122,29 +138,33 @@ def dump_model(name: str, version: int, spec: dict, state: dict) -> bytes:
         "scalars": state["scalars"],
         "service_scalars": service["scalars"],
     }
-    return write_tensors(tensors, {"format": FORMAT, "model": json.dumps(model)})
+    return write_tensors_to(file, tensors, {"format": FORMAT, "model": json.dumps(model)})
 
 
 def load_model(data: bytes | memoryview) -> tuple[dict, dict]:
-    """(model: name, version, spec; snapshot state) of a model's file."""
+    """(model: name, version, spec; snapshot state) of a model's file, checked against
+    ``service.durability.schema`` (the container, the metadata and the service's part of
+    the state) before it is returned; InterchangeError otherwise."""
     tensors, metadata = read_tensors(data)
     if metadata.get("format") != FORMAT:
         raise InterchangeError(
             f"not a lorentztron model file (metadata format {metadata.get('format')!r})"
         )
     try:
-        model = json.loads(metadata["model"])
+        model = parse_json(metadata.get("model", ""), "the model's metadata")
+        checked = schema.MODEL_FILE.check("model", model)
         state = {
             "kind": model["kind"],
             "params": model["params"],
             "scalars": model["scalars"],
-            "arrays": {k: v for k, v in tensors.items() if not k.startswith("service.")},
+            "arrays": {k: v for k, v in tensors.items() if not k.startswith(SERVICE)},
             "service": {
-                "arrays": {k: v for k, v in tensors.items() if k.startswith("service.")},
+                "arrays": {k: v for k, v in tensors.items() if k.startswith(SERVICE)},
                 "scalars": model["service_scalars"],
             },
         }
-        info = {"name": model["name"], "version": int(model["version"]), "spec": model["spec"]}
-    except (KeyError, TypeError, ValueError) as error:
-        raise InterchangeError(f"a lorentztron model file without its {error}") from None
+        schema.check_state(state, checked["spec"])
+    except SchemaError as error:
+        raise InterchangeError(f"not a lorentztron model file: {error}") from None
+    info = {"name": model["name"], "version": model["version"], "spec": model["spec"]}
     return info, state

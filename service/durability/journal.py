@@ -46,13 +46,14 @@ class Journal:
 
     ``uncertain`` is set when an append failed with an unknown outcome (a lost Redis reply):
     the record may have landed, so the model reads the log after its position before its
-    next append (``LiveModel``), keeping the live model equal to snapshot + log."""
+    next append (``LiveModel``), keeping the live model equal to snapshot + log, and then
+    calls ``settled``."""
 
     def __init__(self, log: FeedbackLog, name: str, incarnation: str):
         self.log = log
         self.name = name
         self.incarnation = incarnation
-        self.uncertain = False
+        self._uncertain = False
         #: appends and syncs that failed (the metrics' log_append_failures_total)
         self.failures = 0
         #: bytes of the records appended so far (by this process)
@@ -77,6 +78,15 @@ class Journal:
         if positions is not None:
             self.appended += sum(map(len, records))
         return positions
+
+    @property
+    def uncertain(self) -> bool:
+        """Whether an append's outcome is unknown (its record may be in the log)."""
+        return self._uncertain
+
+    def settled(self) -> None:
+        """The model learned what the log holds after its position: no outcome is unknown."""
+        self._uncertain = False
 
     @property
     def syncs(self) -> bool:
@@ -110,12 +120,18 @@ class Journal:
         then it may be learned from the log later)."""
         if isinstance(error, ModelGone):
             raise NotFound("model_not_found", str(error)) from None
-        self.uncertain = self.uncertain or error.maybe_written
         self.failures += 1
+        if error.maybe_written:
+            self._uncertain = True
+            raise Unavailable(
+                "log_unavailable",
+                f"the feedback log did not confirm the append ({error}): the examples may "
+                "have been logged, and are then learned; a retry with the same "
+                "Idempotency-Key is applied exactly once",
+                applied=True,
+            ) from None
         raise Unavailable(
-            "log_unavailable",
-            f"feedback refused, nothing was learned: {error}",
-            applied=error.maybe_written,
+            "log_unavailable", f"feedback refused, nothing was learned: {error}"
         ) from None
 
     def sync(self, position: Position) -> None:

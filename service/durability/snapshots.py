@@ -1,6 +1,6 @@
 """Writing live models' snapshots: capture, encode, store (for the model's incarnation),
 trim the log up to what the snapshot includes, and account for it in the metrics. A
-learner's writes carry the model's lease (``LiveModel.fence``): refused once it is lost.
+learner's writes carry the model's lease (its record's ``fence``): refused once it is lost.
 
 A learner publishes with ``publish``: with delta publication (``service.scale.deltas``) most
 publications are deltas over the previous one, and a full snapshot comes every
@@ -27,13 +27,7 @@ log = logging.getLogger("lorentztron.worker")
 def published(live: LiveModel, capture: Capture) -> dict:
     """What a publication's header says for the replicas' freshness: the version published
     before it and the first log record learned since (``service.scale.roles.Replica``)."""
-    return {"previous": live.published_version, "first_new": capture.first_new}
-
-
-def lost(live: LiveModel, capture: Capture) -> None:
-    """A failed write: its first new record stays unpublished."""
-    if capture.first_new is not None:
-        live.unpublished_from = capture.first_new
+    return {"previous": live.record.published_version, "first_new": capture.first_new}
 
 
 class SnapshotWriter:
@@ -82,29 +76,26 @@ class SnapshotWriter:
                 self.retention,
                 live.incarnation,
                 create=create,
-                fence=live.fence,
+                fence=live.record.fence,
             )
         except LeaseLost:
             self.metrics.fenced_writes.inc()
-            lost(live, capture)
+            live.record.unwritten(capture.marks)
             raise
         except BaseException:
-            lost(live, capture)
+            live.record.unwritten(capture.marks)
             raise
-        live.published_version = max(live.published_version or 0, capture.version)
-        live.records_since_snapshot -= capture.records
-        live.log_bytes_since_snapshot -= capture.log_bytes
+        at = time.time()
+        live.record.written(capture.marks, at)
         if self.trim_log and live.journal is not None and capture.log_position is not None:
             try:
-                live.journal.trim(capture.log_position, live.fence)
+                live.journal.trim(capture.log_position, live.record.fence)
             except Exception as error:  # the log only grows; the next snapshot retries
                 log.warning("could not trim the log of %s: %s", live.name, error)
-        live.last_snapshot_version = capture.version
-        live.last_snapshot_at = time.time()
         self.metrics.snapshot_duration.labels(live.name).observe(time.perf_counter() - started)
         self.metrics.snapshot_size.labels(live.name).set(len(blob))
-        self.metrics.snapshot_time.labels(live.name).set(live.last_snapshot_at)
-        return SnapshotMeta(live.name, capture.version, live.last_snapshot_at, len(blob))
+        self.metrics.snapshot_time.labels(live.name).set(at)
+        return SnapshotMeta(live.name, capture.version, at, len(blob))
 
     def snapshot(
         self, live: LiveModel, force: bool = False, wait: bool = True
@@ -115,18 +106,18 @@ class SnapshotWriter:
         the background, unless ``wait`` (a hand-over, a shutdown, the snapshot route):
         written under ``snapshot_lock``, it would hold the deltas back for the seconds
         that 134 MB take to encode and upload."""
-        if not force and live.version == live.last_snapshot_version:
+        if not force and not live.record.unsaved:
             return None  # unchanged: no copy of the state at all
-        chain = live.publication
+        chain = live.record.publication
         if not wait and isinstance(chain, deltas.Chain):
             if not live.full_lock.locked():  # (else one is being written: it will do)
-                chain.full_due = True
+                chain.ask_full()
             return None
         with live.snapshot_lock:  # the capture's buffers are reused by the next capture
-            if isinstance(live.publication, deltas.Chain):
+            if isinstance(live.record.publication, deltas.Chain):
                 return self._publish(live, full=True, wait=True)
             capture = live.snapshot_state()
-            if not force and capture.version == live.last_snapshot_version:
+            if not force and capture.version == live.record.last_snapshot_version:
                 return None
             started = time.perf_counter()
             blob = self.encode(live, capture)
@@ -137,7 +128,7 @@ class SnapshotWriter:
         ``full_every`` publications, at the start of a chain, without deltas)."""
         if self.full_every is None or getattr(self.store, "save_delta", None) is None:
             return self.snapshot(live)
-        chain = live.publication
+        chain = live.record.publication
         if isinstance(chain, deltas.Chain) and live.version == chain.base and not chain.full_due:
             return None
         with live.snapshot_lock:
@@ -149,7 +140,8 @@ class SnapshotWriter:
         the background unless ``wait``: its encoding and upload take seconds for a large
         model, and the deltas go on meanwhile)."""
         started = time.perf_counter()
-        chain = live.publication if isinstance(live.publication, deltas.Chain) else None
+        chain = live.record.publication
+        chain = chain if isinstance(chain, deltas.Chain) else None
         if chain is None:
             with live.full_lock:
                 return self._start(live, started)
@@ -171,7 +163,7 @@ class SnapshotWriter:
         axes = chain.digest.axes
 
         def take(model: LiveModel):
-            rows = model.changes.take()
+            rows = model.take_changes()
             if rows is None:  # everything changed (a refit, a restore): start again
                 return None
             since = deltas.averaging_count(model.estimator)
@@ -179,8 +171,8 @@ class SnapshotWriter:
 
         capture, taken = live.publication_state(full, take)
         if taken is None:
-            live.publication = None
-            lost(live, capture)
+            live.record.break_chain()
+            live.record.unwritten(capture.marks)
             if full:  # (held by the caller: the chain starts again with a full snapshot)
                 return self._start(live, started), False
             with live.full_lock:
@@ -208,26 +200,24 @@ class SnapshotWriter:
                     delta,
                     2 * self.full_every,
                     live.incarnation,
-                    live.fence,
+                    live.record.fence,
                 )
             meta = None
             if full and wait:
                 extra = {**header, "digest": str(total)}
                 meta = self.write(live, capture, self.encode(live, capture, extra), started)
         except LeaseLost:
-            live.publication = None
+            live.record.break_chain()
             self.metrics.fenced_writes.inc()
-            lost(live, capture)
+            live.record.unwritten(capture.marks)
             raise
         except BaseException:
-            live.publication = None  # the replicas' chain is broken: the next one is full
-            lost(live, capture)
+            live.record.break_chain()  # the replicas' chain is broken: the next one is full
+            live.record.unwritten(capture.marks)
             raise
-        live.published_version = capture.version
+        live.record.published(capture.version)
         chain.digest.commit(total, updates)
-        chain.base, chain.averaged = capture.version, averaged
-        chain.since_full = 0 if full else chain.since_full + 1
-        chain.full_due = chain.full_due and not full
+        chain.advance(capture.version, averaged, full)
         self.metrics.publication_size.labels("full" if full else "delta").observe(len(delta))
         if full and not wait:
             extra = {**header, "digest": str(total)}
@@ -261,9 +251,7 @@ class SnapshotWriter:
             return self.write(live, capture, self.encode(live, capture), started)
 
         def begin(model: LiveModel):
-            if model.changes is None:
-                model.changes = deltas.RowChanges(model.n_features + 1)
-            model.changes.take()  # what was learned so far is in this capture
+            model.track_changes()  # what was learned so far is in this capture
             return deltas.averaging_count(model.estimator)
 
         capture, averaged = live.publication_state(True, begin)
@@ -273,7 +261,7 @@ class SnapshotWriter:
         try:
             meta = self.write(live, capture, blob, started)
         except BaseException:
-            live.changes.mark_all()
+            live.mark_all_changed()
             raise
-        live.publication = deltas.Chain(capture.version, digest, averaged)
+        live.record.start_chain(deltas.Chain(capture.version, digest, averaged))
         return meta

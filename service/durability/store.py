@@ -1,4 +1,4 @@
-"""Snapshot format and stores (local directory, Redis).
+"""Snapshots: the format of a snapshot blob and what a snapshot store does.
 
 **Format.** A snapshot is a self-describing, non-pickle blob::
 
@@ -11,49 +11,38 @@ counters, progressive metrics, the model's creation time and incarnation;
 ``service.durability.capture``) and one descriptor per array (name, dtype, shape, offset
 and length in the payload; ``"part": "service"`` for the service's arrays), plus the SHA-256 of the
 payload. The payload is the raw
-little-endian bytes of the arrays. ``decode`` checks the magic, the checksum and every
-descriptor before building anything.
+little-endian bytes of the arrays. ``decode`` checks the magic, the header and every
+descriptor against ``service.durability.schema`` and the checksum before it builds
+anything, then the service's part of the state.
 
-**Local store** (the embedded default): ``<dir>/<model>/<version:012d>.snap`` written to a
-temporary file, fsynced and renamed, then the pointer ``<dir>/<model>/LATEST`` replaced the
-same way: a crash leaves either the old or the new snapshot, never half of one. ``LATEST``
-names the newest version written, whatever order concurrent saves finish in.
-
-**Redis store**: the key layout is ``service.scale.keys``. A snapshot's blob is uploaded under a
-key of its own, then one script renames it into place, adds it to ``versions``, moves the
-``latest`` pointer and prunes old versions, after checking the model's incarnation (the
-write of a model deleted, or deleted and created again, meanwhile by any process is
-refused) and, for a learner's write, its lease (``service.scale.leases``: a learner that lost
-the model cannot write it). Scripts over one model's keys work on a Redis Cluster too.
+**Stores** (``SnapshotStore``): a local directory (``service.durability.local_store``, the
+embedded default) or Redis (``service.durability.redis_store``). A crash never leaves half a
+snapshot, and the latest pointer names the newest version written.
 
 **Deletion** is made durable before anything is removed: ``mark_deleting`` writes a
-tombstone (a file under ``<dir>/.tombstones``, or a member of ``{prefix}:tombstones``), then
-the snapshots and the log go, then ``clear_deleting``. A crash in between leaves the
-tombstone, and the next start finishes the deletion before restoring anything.
+tombstone, then the snapshots and the log go, then ``clear_deleting``. A crash in between
+leaves the tombstone, and the next start finishes the deletion before restoring anything.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
+import math
 import struct
-import threading
 import time
-import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from service.scale.keys import RedisKeys
-from service.scale.leases import LeaseLost
-from service.scale.redis_client import redis_client
+from service.durability import schema
+from service.durability.constraints import SchemaError, parse_json, shown
 
 MAGIC = b"LZTSNAP1\n"
 FORMAT_VERSION = 1
+#: the bytes before a snapshot's header: the magic and the header's length
+PREFIX = len(MAGIC) + 8
 
 
 class SnapshotError(Exception):
@@ -140,29 +129,23 @@ def encode(
 
 
 def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
-    """(header, state) of a blob; SnapshotError if anything is off."""
-    if bytes(blob[: len(MAGIC)]) != MAGIC or len(blob) < len(MAGIC) + 8:
-        raise SnapshotError("not a lorentztron snapshot (bad magic)")
-    (head_length,) = struct.unpack_from("<Q", blob, len(MAGIC))
-    start = len(MAGIC) + 8
-    if start + head_length > len(blob):
-        raise SnapshotError("truncated snapshot header")
-    try:
-        header = json.loads(bytes(blob[start : start + head_length]))
-    except ValueError as error:
-        raise SnapshotError(f"unreadable snapshot header: {error}") from None
-    if header.get("format") != FORMAT_VERSION:
-        raise SnapshotError(f"unsupported snapshot format {header.get('format')!r}")
-    payload = memoryview(blob)[start + head_length :]
+    """(header, state) of a blob; SnapshotError if anything is off. The header, the array
+    descriptors and the service's part of the state are checked against
+    ``service.durability.schema`` before the state is returned (the estimator's part is
+    checked against the model by its ``set_state``)."""
+    header, checked, start = _parse(blob)
+    payload = memoryview(blob)[start:]
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise SnapshotError("snapshot checksum mismatch")
+    try:
+        schema.check_descriptors(header["arrays"], len(payload))
+    except SchemaError as error:
+        raise SnapshotError(f"bad snapshot arrays: {error}") from None
     arrays: dict[str, dict] = {"model": {}, "service": {}}
     for d in header["arrays"]:
         dtype = np.dtype(d["dtype"])
-        if dtype.kind not in "fiub" or d["offset"] + d["nbytes"] > len(payload):
-            raise SnapshotError(f"bad array descriptor {d['name']!r}")
         array = np.frombuffer(
-            payload, dtype=dtype, count=int(np.prod(d["shape"], dtype=int)), offset=d["offset"]
+            payload, dtype=dtype, count=math.prod(d["shape"]), offset=d["offset"]
         ).reshape(d["shape"])
         arrays[d.get("part", "model")][d["name"]] = array.astype(dtype.newbyteorder("="), copy=True)
     state = {
@@ -172,6 +155,10 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
         "scalars": header["scalars"],
         "service": {"arrays": arrays["service"], "scalars": header.get("service_scalars", {})},
     }
+    try:
+        schema.check_state(state, checked["spec"])
+    except SchemaError as error:
+        raise SnapshotError(f"bad snapshot state: {error}") from None
     return header, state
 
 
@@ -200,461 +187,38 @@ class SnapshotStore(Protocol):
     def close(self) -> None: ...
 
 
-class LocalStore:
-    """Snapshots as files under a directory (atomic rename; see the module docstring)."""
-
-    def __init__(self, directory: str | os.PathLike):
-        self.directory = Path(directory)
-        #: moves LATEST and prunes, one save at a time (the worker's and a route's snapshot
-        #: of one model may be written at once, and finish in either order)
-        self._commit = threading.Lock()
-
-    def _dir(self, model: str) -> Path:
-        return self.directory / model
-
-    def save(
-        self,
-        model: str,
-        version: int,
-        blob: bytes | memoryview,
-        retention: int,
-        incarnation: str | None = None,
-        create: bool = False,
-        fence: str | None = None,
-    ) -> None:
-        """Write a snapshot (``incarnation`` and ``fence`` are not checked: one process owns a local
-        store, and its models' lifecycle keeps writes out of deleted models)."""
-        folder = self._dir(model)
-        folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(folder / f"{version:012d}.snap", blob)
-        with self._commit:  # LATEST never goes back to an older version (as in Redis)
-            numbers = sorted(int(path.stem) for path in folder.glob("*.snap"))
-            if version == numbers[-1]:
-                _atomic_write(folder / "LATEST", str(version).encode())
-            for old in numbers[:-retention]:
-                (folder / f"{old:012d}.snap").unlink(missing_ok=True)
-
-    def load(self, model: str, version: int | None = None) -> bytes:
-        folder = self._dir(model)
-        if version is None:
-            try:
-                version = int((folder / "LATEST").read_text())
-            except FileNotFoundError:
-                raise SnapshotError(f"no snapshot of {model!r}") from None
-        try:
-            return (folder / f"{version:012d}.snap").read_bytes()
-        except FileNotFoundError:
-            raise SnapshotError(f"no snapshot {version} of {model!r}") from None
-
-    def versions(self, model: str) -> list[SnapshotMeta]:
-        metas = []
-        for path in sorted(self._dir(model).glob("*.snap")):
-            try:
-                with open(path, "rb") as handle:
-                    start = handle.read(len(MAGIC) + 8)
-                    (head_length,) = struct.unpack_from("<Q", start, len(MAGIC))
-                    header = json.loads(handle.read(head_length))
-                    size = os.fstat(handle.fileno()).st_size
-            except FileNotFoundError:  # pruned by a save meanwhile
-                continue
-            metas.append(SnapshotMeta(model, int(path.stem), header["created_at"], size))
-        return metas
-
-    def models(self) -> list[str]:
-        if not self.directory.exists():
-            return []
-        return sorted(
-            p.name
-            for p in self.directory.iterdir()
-            if (p / "LATEST").exists() and p.name not in self.deleting()
-        )
-
-    def incarnation(self, model: str) -> str | None:
-        return None
-
-    def delete(self, model: str) -> None:
-        shutil.rmtree(self._dir(model), ignore_errors=True)
-        if self._dir(model).exists():
-            raise SnapshotError(f"could not delete the snapshots of {model!r}")
-
-    @property
-    def _tombstones(self) -> Path:
-        return self.directory / ".tombstones"  # (model names cannot start with a dot)
-
-    def mark_deleting(self, model: str) -> None:
-        self._tombstones.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self._tombstones / model, b"")
-
-    def deleting(self) -> list[str]:
-        if not self._tombstones.exists():
-            return []
-        return sorted(p.name for p in self._tombstones.iterdir() if not p.name.startswith("."))
-
-    def clear_deleting(self, model: str) -> None:
-        (self._tombstones / model).unlink(missing_ok=True)
-
-    def ping(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if not os.access(self.directory, os.W_OK):
-            raise SnapshotError(f"{self.directory} is not writable")
-
-    def close(self) -> None:
-        pass
+def header_length(prefix: bytes | memoryview) -> int:
+    """The length of the header that a blob's first ``PREFIX`` bytes announce;
+    SnapshotError if they are not a snapshot's."""
+    if len(prefix) < PREFIX or bytes(prefix[: len(MAGIC)]) != MAGIC:
+        raise SnapshotError("not a lorentztron snapshot (bad magic)")
+    (length,) = struct.unpack_from("<Q", prefix, len(MAGIC))
+    if length > schema.MAX_HEADER_BYTES:
+        raise SnapshotError(f"a snapshot header of {length} bytes")
+    return length
 
 
-#: a snapshot file is written and flushed to disk this many bytes at a time
-SYNC_CHUNK = 8 << 20
-
-
-def _atomic_write(path: Path, data: bytes | memoryview) -> None:
-    """Write ``data`` to ``path`` atomically and durably.
-
-    The data goes to disk a chunk at a time (``fdatasync`` after each ``SYNC_CHUNK``), never
-    as one large flush: on a journaling file system (ext4's ordered mode), an fsync of any
-    other file, such as the feedback log's before each acknowledgement, waits for the dirty
-    data before it, and a whole large snapshot pending there stalled feedback for hundreds
-    of milliseconds."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    view = memoryview(data).cast("B")
-    with open(temporary, "wb", buffering=0) as handle:
-        for start in range(0, len(view), SYNC_CHUNK):
-            chunk = view[start : start + SYNC_CHUNK]
-            while chunk:
-                chunk = chunk[handle.write(chunk) :]
-            os.fdatasync(handle.fileno())
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
+def _parse(blob: bytes | memoryview) -> tuple[dict, dict, int]:
+    """The header of a blob, its fields checked (``schema.SNAPSHOT``: their values by field,
+    the spec as a ``CreateModel``), and where the payload starts; SnapshotError otherwise."""
+    end = PREFIX + header_length(blob)
+    if end > len(blob):
+        raise SnapshotError("truncated snapshot header")
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-#: KEYS: incarnation, deleted, the index (versions or deltas), its pointer (latest or head),
-#: the uploaded blob, its key, the lease, the writes stream, then the keys of older entries
-#: of the index it may prune; ARGV: incarnation ('' unchecked), create (1/0), version,
-#: retention, lease value ('' unfenced). Checks the lease (``service.scale.leases``) and the
-#: incarnation (``service.scale.keys``), then renames the upload into place, indexes it, moves
-#: the pointer to the newest entry and prunes all but the newest ``retention`` (the entry
-#: written too, when a write finishes after ``retention`` newer ones).
-_SAVE = """
-if ARGV[5] ~= '' and redis.call('GET', KEYS[7]) ~= ARGV[5] then return 'FENCED' end
-local adopt = ARGV[2] == '1'
-if ARGV[1] ~= '' and not adopt then
-  local current = redis.call('GET', KEYS[1])
-  if current == false then
-    if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return 'GONE' end
-    adopt = true
-  elseif current ~= ARGV[1] then
-    return 'GONE'
-  end
-end
-if redis.call('EXISTS', KEYS[5]) == 0 then return 'EXPIRED' end
-redis.call('RENAME', KEYS[5], KEYS[6])
-redis.call('PERSIST', KEYS[6])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[3])
-if adopt and ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1]) end
-local keep = tonumber(ARGV[4])
-local newest = redis.call('ZREVRANGE', KEYS[3], 0, 0)
-redis.call('SET', KEYS[4], newest[1])
-local old = {}
-for _, v in ipairs(redis.call('ZRANGE', KEYS[3], 0, -(keep + 1))) do old[v] = true end
-for i = 9, #KEYS do
-  local v = string.match(KEYS[i], ':(%d+)$')
-  if old[v] then
-    redis.call('DEL', KEYS[i])
-    redis.call('ZREM', KEYS[3], v)
-  end
-end
-if old[ARGV[3]] then
-  redis.call('DEL', KEYS[6])
-  redis.call('ZREM', KEYS[3], ARGV[3])
-end
-if ARGV[5] ~= '' then
-  redis.call('XADD', KEYS[8], 'MAXLEN', '~', '1000', '*', 'lease', ARGV[5], 'version', ARGV[3])
-end
-return 'OK'
-"""
-
-#: KEYS: incarnation, deleted, versions, latest, lease, deltas, head, owner, writes, then
-#: every snapshot and delta key of the versions read before; ARGV: the snapshot and delta
-#: key prefixes. Deletes the model's snapshots, deltas and lease (its incarnation joins the
-#: deleted ones; the fencing counter stays, so that tokens never go back); 'RETRY' if an
-#: entry was added meanwhile (its key was not declared).
-_DELETE = """
-local declared = {}
-for i = 10, #KEYS do declared[KEYS[i]] = true end
-for _, v in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  if not declared[ARGV[1] .. v] then return 'RETRY' end
-end
-for _, v in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-  if not declared[ARGV[2] .. v] then return 'RETRY' end
-end
-local incarnation = redis.call('GET', KEYS[1])
-if incarnation then redis.call('SADD', KEYS[2], incarnation) end
-for i = 10, #KEYS do redis.call('DEL', KEYS[i]) end
-redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
-return 'OK'
-"""
-
-#: KEYS: a model's old ``latest`` and new ``latest``, then pairs (old key, new key). Moves a
-#: model's keys from the layout before hash tags, once (nothing if it has new keys).
-_UPGRADE = """
-if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i = 3, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 1]) end
-end
-redis.call('RENAME', KEYS[1], KEYS[2])
-return 1
-"""
-
-#: an upload not committed within this many milliseconds is dropped by Redis
-UPLOAD_TTL_MS = 10 * 60 * 1000
-#: a blob is uploaded this many bytes per command: Redis runs one command at a time, and
-#: one SET of a 134 MB snapshot held every feedback append behind it for its whole transfer.
-#: A larger blob goes into a key made at its final size: grown by APPENDs, a value is
-#: copied again at every chunk, and a 134 MB one held Redis for a second or more
-UPLOAD_CHUNK = 1 << 20
-
-
-class RedisStore:
-    """Snapshots in Redis (``service.scale.keys``), on one server or a Redis Cluster: every write
-    that touches several keys is a script over one model's keys (one hash slot). One
-    client, closed on shutdown."""
-
-    def __init__(
-        self,
-        url: str,
-        prefix: str = "lorentztron",
-        timeout: float = 2.0,
-        cluster: bool = False,
-    ):
-        self.prefix = prefix
-        self.keys = RedisKeys(prefix)
-        self.cluster = cluster
-        self.client = redis_client(url, cluster, timeout)
-        self._save = self.client.register_script(_SAVE)
-        self._delete = self.client.register_script(_DELETE)
-        self._upgrade = self.client.register_script(_UPGRADE)
-
-    def upgrade(self) -> list[str]:
-        """Move the keys of the models written before the keys had hash tags
-        (``{prefix}:model:<name>:...``) to their names now (start-up; one server only: a
-        cluster never held them). The models moved."""
-        if self.cluster:
-            return []
-        moved = []
-        names = self.client.smembers(self.keys.models) | self.client.smembers(self.keys.tombstones)
-        for name in sorted(n.decode() for n in names):
-            old = f"{self.prefix}:model:{name}"
-            versions = [int(v) for v in self.client.zrange(f"{old}:versions", 0, -1)]
-            pairs = [
-                (f"{old}:{part}", self.keys.model(name, part))
-                for part in ("versions", "incarnation", "deleted", "log")
-            ]
-            pairs += [(f"{old}:snapshot:{v}", self.keys.snapshot(name, v)) for v in versions]
-            keys = [f"{old}:latest", self.keys.latest(name)]
-            for pair in pairs:
-                keys += pair
-            if self._upgrade(keys=keys):
-                moved.append(name)
-        return moved
-
-    def save(
-        self,
-        model: str,
-        version: int,
-        blob: bytes | memoryview,
-        retention: int,
-        incarnation: str | None = None,
-        create: bool = False,
-        fence: str | None = None,
-    ) -> None:
-        """Write a snapshot: the blob is uploaded under a key of its own, then one script
-        checks and commits it (``_SAVE``). With an ``incarnation``: ``create`` makes it the
-        model's current one; otherwise the write is refused (IncarnationGone) unless it
-        still is. With a ``fence`` (a lease value, ``service.scale.leases``): refused (LeaseLost)
-        unless that lease still holds."""
-        keys = self.keys
-        self._commit(
-            model,
-            (keys.versions(model), keys.latest(model), lambda v: keys.snapshot(model, v)),
-            version,
-            blob,
-            retention,
-            incarnation,
-            create,
-            fence,
-        )
-        # the set of names is a key of its own (another slot): joined after the commit
-        self.client.sadd(keys.models, model)
-
-    def save_delta(
-        self,
-        model: str,
-        version: int,
-        blob: bytes | memoryview,
-        retention: int,
-        incarnation: str | None = None,
-        fence: str | None = None,
-    ) -> None:
-        """Write the delta of a published version (``service.scale.deltas``), checked like a
-        snapshot; the newest ``retention`` deltas are kept."""
-        keys = self.keys
-        index = (keys.deltas(model), keys.head(model), lambda v: keys.delta(model, v))
-        self._commit(model, index, version, blob, retention, incarnation, False, fence)
-
-    def _commit(self, model, index, version, blob, retention, incarnation, create, fence):
-        """Upload a blob, then commit it into ``index`` = (sorted set, pointer, key of a
-        version) with ``_SAVE``."""
-        keys = self.keys
-        entries, pointer, key_of = index
-        upload = keys.upload(model, uuid.uuid4().hex)
-        view = memoryview(blob).cast("B")
-        self.client.set(upload, view[:UPLOAD_CHUNK], px=UPLOAD_TTL_MS)
-        if len(view) > UPLOAD_CHUNK:
-            self.client.setrange(upload, len(view) - 1, b"\0")  # its size, zero-filled
-            for start in range(UPLOAD_CHUNK, len(view), UPLOAD_CHUNK):
-                self.client.setrange(upload, start, view[start : start + UPLOAD_CHUNK])
-        old = [int(v) for v in self.client.zrange(entries, 0, -1)]
-        reply = self._save(
-            keys=[
-                keys.incarnation(model),
-                keys.deleted(model),
-                entries,
-                pointer,
-                upload,
-                key_of(version),
-                keys.lease(model),
-                keys.writes(model),
-                *(key_of(v) for v in old if v != version),
-            ],
-            args=[incarnation or "", int(create), version, retention, fence or ""],
-        )
-        reply = reply.decode() if isinstance(reply, bytes) else reply
-        if reply != "OK":
-            self.client.delete(upload)
-            if reply == "FENCED":
-                raise LeaseLost(f"the lease on model {model!r} was lost: write refused")
-            if reply == "GONE":
-                raise IncarnationGone(f"model {model!r} was deleted or replaced meanwhile")
-            raise SnapshotError(f"the upload of version {version} of {model!r} expired")
-
-    def load(self, model: str, version: int | None = None) -> bytes:
-        if version is None:
-            latest = self.client.get(self.keys.latest(model))
-            if latest is None:
-                raise SnapshotError(f"no snapshot of {model!r}")
-            version = int(latest)
-        blob = self.client.get(self.keys.snapshot(model, version))
-        if blob is None:
-            raise SnapshotError(f"no snapshot {version} of {model!r}")
-        return blob
-
-    def latest(self, model: str) -> int | None:
-        """The latest snapshot's version (one GET), None without snapshots."""
-        latest = self.client.get(self.keys.latest(model))
-        return None if latest is None else int(latest)
-
-    def head(self, model: str) -> int | None:
-        """The latest published version, snapshot or delta (None: none)."""
-        values = self.client.mget(self.keys.latest(model), self.keys.head(model))
-        found = [int(v) for v in values if v is not None]
-        return max(found) if found else None
-
-    def deltas_after(self, model: str, version: int) -> list[int]:
-        """The versions of the deltas kept after ``version``, oldest first."""
-        members = self.client.zrangebyscore(self.keys.deltas(model), f"({version}", "+inf")
-        return [int(v) for v in members]
-
-    def load_delta(self, model: str, version: int) -> bytes:
-        blob = self.client.get(self.keys.delta(model, version))
-        if blob is None:
-            raise SnapshotError(f"no delta {version} of {model!r}")
-        return blob
-
-    def publish(self, model: str, version: int) -> None:
-        """Tell api replicas that a version was published (``{prefix}:published``)."""
-        self.client.publish(self.keys.published, f"{model} {version}")
-
-    def versions(self, model: str) -> list[SnapshotMeta]:
-        metas = []
-        for v in self.client.zrange(self.keys.versions(model), 0, -1):
-            blob = self.client.get(self.keys.snapshot(model, int(v)))
-            if blob is not None:
-                header, _ = _header(blob)
-                metas.append(SnapshotMeta(model, int(v), header["created_at"], len(blob)))
-        return metas
-
-    def models(self) -> list[str]:
-        names = self.client.smembers(self.keys.models)
-        return sorted(m.decode() for m in names - self.client.smembers(self.keys.tombstones))
-
-    def incarnation(self, model: str) -> str | None:
-        """The model's current incarnation (None: none recorded)."""
-        value = self.client.get(self.keys.incarnation(model))
-        return None if value is None else value.decode()
-
-    def adopt(self, model: str, incarnation: str) -> str:
-        """The model's incarnation, recorded as ``incarnation`` if none was (snapshots of
-        earlier versions of the service)."""
-        self.client.set(self.keys.incarnation(model), incarnation, nx=True)
-        return self.incarnation(model) or incarnation
-
-    def delete(self, model: str) -> None:
-        """Delete the model's snapshots and lease; its incarnation joins the deleted ones
-        (whose later writes are refused)."""
-        keys = self.keys
-        for _ in range(100):
-            versions = [int(v) for v in self.client.zrange(keys.versions(model), 0, -1)]
-            deltas = [int(v) for v in self.client.zrange(keys.deltas(model), 0, -1)]
-            reply = self._delete(
-                keys=[
-                    keys.incarnation(model),
-                    keys.deleted(model),
-                    keys.versions(model),
-                    keys.latest(model),
-                    keys.lease(model),
-                    keys.deltas(model),
-                    keys.head(model),
-                    keys.owner(model),
-                    keys.writes(model),
-                    *(keys.snapshot(model, v) for v in versions),
-                    *(keys.delta(model, v) for v in deltas),
-                    keys.barrier(model),
-                ],
-                args=[keys.snapshot(model, ""), keys.delta(model, "")],
-            )
-            if reply in (b"OK", "OK"):
-                self.client.srem(keys.models, model)
-                return
-        raise SnapshotError(f"the snapshots of {model!r} kept changing during its deletion")
-
-    def mark_deleting(self, model: str) -> None:
-        self.client.sadd(self.keys.tombstones, model)
-
-    def deleting(self) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(self.keys.tombstones))
-
-    def clear_deleting(self, model: str) -> None:
-        self.client.srem(self.keys.tombstones, model)
-
-    def ping(self) -> None:
-        self.client.ping()
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def _header(blob: bytes | memoryview) -> tuple[dict, int]:
-    (head_length,) = struct.unpack_from("<Q", blob, len(MAGIC))
-    start = len(MAGIC) + 8
-    return json.loads(bytes(blob[start : start + head_length])), start + head_length
+        header = parse_json(bytes(blob[PREFIX:end]), "the header")
+    except SchemaError as error:
+        raise SnapshotError(f"unreadable snapshot header: {error}") from None
+    found = header.get("format") if isinstance(header, dict) else None
+    if type(found) is not int or found != FORMAT_VERSION:
+        raise SnapshotError(f"unsupported snapshot format {shown(found)}")
+    try:
+        checked = schema.SNAPSHOT.check("snapshot header", header)
+    except SchemaError as error:
+        raise SnapshotError(f"bad snapshot header: {error}") from None
+    return header, checked, end
 
 
 def read_header(blob: bytes | memoryview) -> dict:
-    """The header of a blob without checking or copying the payload."""
-    if bytes(blob[: len(MAGIC)]) != MAGIC:
-        raise SnapshotError("not a lorentztron snapshot (bad magic)")
-    return _header(blob)[0]
+    """The header of a blob (or of its first bytes, up to the payload), checked, without
+    reading the payload."""
+    return _parse(blob)[0]

@@ -1,11 +1,14 @@
 """Request bodies to validated batches, the same for FastAPI's routes and the fast path.
 
-Predict bodies are JSON (``PredictRequest``); feedback bodies are JSON
-(``FeedbackRequest``, per-example results), NDJSON (one ``Example`` per line) or svmlight
-text. Bodies are validated by the schemas' pydantic ``TypeAdapter``s (the very models the
-OpenAPI description is made of), then every row against the model's input (dimension,
-indices, finite values), every label against its classes, and prediction ids against the
-pending predictions, before anything is applied.
+Create bodies are JSON (``CreateModel``); predict bodies are JSON (``PredictRequest``);
+feedback bodies are JSON (``FeedbackRequest``, per-example results), NDJSON (one ``Example``
+per line) or svmlight text. Bodies are validated by the schemas' pydantic ``TypeAdapter``s
+(the very models the OpenAPI description is made of), then every row against the model's
+input (dimension, indices, finite values), every label against its classes, and prediction
+ids against the pending predictions, before anything is applied.
+
+Every JSON body is parsed by pydantic's parser (``validate_json``, ``from_json``), whose depth
+is bounded: a deeply nested body is ``malformed_json``, never a RecursionError.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Literal
 import numpy as np
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from core.datasets import svmlight_batch
 from core.features import (
@@ -27,13 +31,15 @@ from core.features import (
     sparse_row,
 )
 from service.exceptions import InvalidRequest, ServiceError, TooLarge, UnsupportedMediaType
-from service.http.schemas import Example, FeedbackRequest, Instance, PredictRequest
+from service.http.errors import ECHO_CHARS, bounded, shown
+from service.http.schemas import CreateModel, Example, FeedbackRequest, Instance, PredictRequest
 from service.model.cache import PredictionCache
 from service.model.live import LiveModel
 
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
 SVMLIGHT_TYPES = {"text/x-svmlight", "application/x-svmlight", "text/plain"}
 
+_CREATE = TypeAdapter(CreateModel)
 _PREDICT = TypeAdapter(PredictRequest)
 _FEEDBACK = TypeAdapter(FeedbackRequest)
 _EXAMPLE = TypeAdapter(Example)
@@ -53,7 +59,7 @@ def is_json(media: str) -> bool:
 
 def _unsupported(content_type: str, accepted: str) -> UnsupportedMediaType:
     return UnsupportedMediaType(
-        "unsupported_media_type", f"unsupported Content-Type {content_type!r}; use {accepted}"
+        "unsupported_media_type", f"unsupported Content-Type {shown(content_type)}; use {accepted}"
     )
 
 
@@ -67,6 +73,15 @@ def _validated(adapter: TypeAdapter, body: bytes, where: tuple = ("body",)):
         raise RequestValidationError(errors) from None
 
 
+def json_document(body: bytes):
+    """A JSON document of any shape (its depth bounded: ``malformed_json`` beyond it)."""
+    try:
+        return from_json(body)
+    except ValueError as error:
+        message = bounded(f"the body is not valid JSON: {error}", ECHO_CHARS)
+        raise InvalidRequest("malformed_json", message) from None
+
+
 def variant(value: str | None) -> str:
     """The ``?variant=`` of a predict request ("live" when absent)."""
     if value is None:
@@ -78,6 +93,12 @@ def variant(value: str | None) -> str:
     except ValidationError as error:
         errors = [{**e, "loc": ("query", "variant")} for e in error.errors(include_url=False)]
         raise RequestValidationError(errors) from None
+
+
+def create_request(content_type: str | None, body: bytes) -> CreateModel:
+    if not is_json(media_type(content_type)):
+        raise _unsupported(media_type(content_type), "application/json")
+    return _validated(_CREATE, body)
 
 
 def predict_request(content_type: str | None, body: bytes) -> PredictRequest:
@@ -157,10 +178,11 @@ def _ndjson(body: bytes) -> list[Example]:
             examples.append(_EXAMPLE.validate_json(line))
         except ValidationError as error:
             first = error.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"])
+            where = bounded(".".join(str(p) for p in first["loc"]), ECHO_CHARS)
+            code = "malformed_json" if first["type"] == "json_invalid" else "invalid_input"
             raise InvalidRequest(
-                "invalid_input",
-                f"line {number}: {where + ': ' if where else ''}{first['msg']}",
+                code,
+                f"line {number}: {where + ': ' if where else ''}{bounded(first['msg'])}",
                 {"line": number},
             ) from None
     if not examples:

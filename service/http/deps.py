@@ -36,6 +36,10 @@ class Components:
     def __post_init__(self):
         self.groups = FeedbackGroups(self)
 
+    def warmed_up(self) -> None:
+        """The per-request kernels are compiled (``/readyz``)."""
+        self.warm = True
+
 
 async def components(request: Request) -> Components:
     return request.app.state.components
@@ -88,6 +92,15 @@ def check_read(settings: Settings, authorization: str) -> None:
         raise Forbidden("forbidden", "the key is not allowed to read")
 
 
+def check_export(settings: Settings, authorization: str) -> None:
+    """A model's export (its full weights) needs what replacing it needs: a write key when
+    write keys are configured, else a read key when read keys are."""
+    if settings.write_keys:
+        check_write(settings, authorization)
+    else:
+        check_read(settings, authorization)
+
+
 async def require_write(request: Request, app: App) -> None:
     check_write(app.settings, request.headers.get("authorization", ""))
 
@@ -96,5 +109,10 @@ async def require_read(request: Request, app: App) -> None:
     check_read(app.settings, request.headers.get("authorization", ""))
 
 
+async def require_export(request: Request, app: App) -> None:
+    check_export(app.settings, request.headers.get("authorization", ""))
+
+
 Write = Depends(require_write)
 Read = Depends(require_read)
+Export = Depends(require_export)

@@ -28,6 +28,7 @@ from service.exceptions import (
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
+    RequestTimeout,
     ServiceError,
     TooLarge,
     Unauthorized,
@@ -45,6 +46,7 @@ STATUS: dict[type[ServiceError], int] = {
     Forbidden: 403,
     NotFound: 404,
     MethodNotAllowed: 405,
+    RequestTimeout: 408,
     Conflict: 409,
     TooLarge: 413,
     UnsupportedMediaType: 415,
@@ -81,8 +83,43 @@ class BodyTooLarge(StarletteHTTPException):
         return self.detail
 
 
+class BodyTimeout(StarletteHTTPException):
+    """Raised from ``receive`` when a body is not received within the time allowed
+    (answered with 408 and the connection closed). An HTTPException, as ``BodyTooLarge``."""
+
+    def __init__(self, timeout: float):
+        super().__init__(408, f"the request body was not received within {timeout:g} s")
+        self.timeout = timeout
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+#: most characters of a request's own text that an error message quotes (a field name, a
+#: value): an error answer stays small whatever the request held
+ECHO_CHARS = 200
+#: most entries of a validation error's ``details`` (the first ones; the message names the first)
+MAX_DETAILS = 20
+
+
+def shown(value: Any, limit: int = ECHO_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages that quote the input
+    (the repr of a huge value is not built whole: its type is enough past the limit)."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        return repr(value[:limit]) + f"... ({len(value)} characters)"
+    if isinstance(value, list | dict | tuple) and len(value) > limit:
+        return f"a {type(value).__name__} of {len(value)} items"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def bounded(text: str, limit: int = 4 * ECHO_CHARS) -> str:
+    """A message cut to ``limit`` characters (the last guard: messages quote ``shown``)."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def error_body(code: str, message: str, details: Any = None) -> dict:
-    return {"error": {"code": code, "message": message, "details": details}}
+    return {"error": {"code": code, "message": bounded(message), "details": details}}
 
 
 def service_error(error: ServiceError) -> ErrorResponse:
@@ -93,14 +130,17 @@ def service_error(error: ServiceError) -> ErrorResponse:
 
 def validation_error(errors: list[dict]) -> ErrorResponse:
     """422 for request validation errors (pydantic's ``errors()``): ``malformed_json`` if the
-    body is not JSON, else ``invalid_input`` naming the first field."""
+    body is not JSON, else ``invalid_input`` naming the first field. The offending ``input``
+    that pydantic keeps with each error is never echoed, and the fields (which hold the keys
+    of the request's objects) and messages are cut to ``ECHO_CHARS``: a 16 MB key or value
+    gets a small answer."""
     details = [
         {
-            "field": ".".join(str(part) for part in e.get("loc", ())),
-            "message": e.get("msg"),
+            "field": bounded(".".join(str(part) for part in e.get("loc", ())), ECHO_CHARS),
+            "message": bounded(str(e.get("msg")), ECHO_CHARS),
             "type": e.get("type"),
         }
-        for e in errors
+        for e in errors[:MAX_DETAILS]
     ]
     if any(d["type"] == "json_invalid" for d in details):
         return 422, error_body("malformed_json", "the body is not valid JSON", details), None
@@ -111,6 +151,12 @@ def validation_error(errors: list[dict]) -> ErrorResponse:
 
 def body_too_large(error: BodyTooLarge) -> ErrorResponse:
     return 413, error_body("payload_too_large", str(error), {"limit": error.limit}), None
+
+
+def body_timeout(error: BodyTimeout) -> ErrorResponse:
+    """408, and the connection closed (the rest of the body is never read)."""
+    details = {"timeout": error.timeout}
+    return 408, error_body("request_timeout", str(error), details), {"Connection": "close"}
 
 
 _HTTP_CODES = {
@@ -124,14 +170,16 @@ _HTTP_CODES = {
 
 
 def http_error(error: StarletteHTTPException) -> ErrorResponse:
-    """The framework's own errors (unknown path, method not allowed: with its ``Allow``)."""
+    """The framework's own errors (unknown path, method not allowed: with its ``Allow``), as
+    the domain error of their code."""
     code = _HTTP_CODES.get(error.status_code, "invalid_input")
-    status = error.status_code if code != "invalid_input" else 422
-    return status, error_body(code, str(error.detail)), dict(error.headers or {}) or None
+    status, body, headers = service_error(CODES[code][0](code, str(error.detail)))
+    return status, body, {**(headers or {}), **(error.headers or {})} or None
 
 
 def internal_error() -> ErrorResponse:
-    return 500, error_body("internal_error", "internal server error"), None
+    """An unexpected error (a bug, logged with its traceback by the middleware)."""
+    return service_error(Internal("internal_error", "internal server error"))
 
 
 def error_response(error: Exception) -> ErrorResponse | None:
@@ -142,20 +190,27 @@ def error_response(error: Exception) -> ErrorResponse | None:
         return validation_error(error.errors())
     if isinstance(error, BodyTooLarge):
         return body_too_large(error)
+    if isinstance(error, BodyTimeout):
+        return body_timeout(error)
     if isinstance(error, StarletteHTTPException):
         return http_error(error)
     if isinstance(error, ClientDisconnect):  # answered to nobody; counted as 499, not 5xx
-        return 499, error_body("client_closed", "the client went away mid-request"), None
+        return service_error(ClientClosed("client_closed", "the client went away mid-request"))
     return None
 
 
-def json_response(response: ErrorResponse, path: str = "") -> JSONResponse:
-    """The error as a JSON response; under ``/v2/`` (the Open Inference Protocol) in its
-    form, ``{"error": message}``, with the code beside it."""
-    status, body, headers = response
+def in_form(body: dict, path: str) -> dict:
+    """An error body in the form of the API ``path`` belongs to: under ``/v2/`` (the Open
+    Inference Protocol) ``{"error": message}``, with the code beside it."""
     if path.startswith("/v2/") or path == "/v2":
-        body = {"error": body["error"]["message"], "code": body["error"]["code"]}
-    return JSONResponse(body, status, headers=headers)
+        return {"error": body["error"]["message"], "code": body["error"]["code"]}
+    return body
+
+
+def json_response(response: ErrorResponse, path: str = "") -> JSONResponse:
+    """The error as a JSON response, in the form of its path's API (``in_form``)."""
+    status, body, headers = response
+    return JSONResponse(in_form(body, path), status, headers=headers)
 
 
 def method_table(routes) -> list[tuple[re.Pattern, frozenset[str]]]:

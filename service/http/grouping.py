@@ -22,18 +22,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from service.durability.idempotency import Answer, Key
+from service.durability.idempotency import Answer, Key, Replayed
 from service.durability.journal import Feedback
 from service.exceptions import ServiceError
 from service.http.bodies import Prepared, prepare_feedback
+from service.http.threads import INLINE_BODY_BYTES
 from service.model.live import LiveModel
 
 #: feedback bodies up to this size are handled in groups per model (larger ones alone)
 GROUP_BODY_BYTES = 64 * 1024
 #: at most this many requests per group
 GROUP_REQUESTS = 64
-#: feedback bodies up to this size may be learned on the event loop (``_Queue.inline``)
-INLINE_BODY_BYTES = 16 * 1024
 #: turns of the event loop between the first record learned there and the fsync that
 #: makes it durable (``_Commit``)
 FLUSH_TURNS = 4
@@ -114,7 +113,8 @@ class _Group:
                 p.refused(self.app.cache, result)
                 self.outcomes[k] = (False, result)
             else:
-                _account(self.app, self.live, result)
+                if not isinstance(result, Replayed):  # (learned by an earlier attempt)
+                    _account(self.app, self.live, result)
                 self.outcomes[k] = (True, result)
         return True
 

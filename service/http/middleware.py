@@ -1,17 +1,18 @@
-"""ASGI middleware: request ids, body-size limit, latency metrics, structured access logs
-and the JSON 500 of unexpected errors."""
+"""ASGI middleware: request ids, body-size limit and read timeout, latency metrics,
+structured access logs and the JSON 500 of unexpected errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import random
 import time
 
-from service.http.errors import BodyTooLarge, error_body, internal_error
+from service.http.errors import BodyTimeout, BodyTooLarge, error_body, in_form, internal_error
 
-__all__ = ["BodyTooLarge", "ServiceMiddleware"]
+__all__ = ["BodyTimeout", "BodyTooLarge", "ServiceMiddleware"]
 
 log = logging.getLogger("lorentztron.access")
 errors_log = logging.getLogger("lorentztron")
@@ -28,14 +29,19 @@ def new_request_id() -> str:
 class ServiceMiddleware:
     """One pass over every HTTP request: assigns ``X-Request-ID`` (or keeps the client's),
     refuses bodies over ``max_body_bytes`` (413, from Content-Length up front or while
-    streaming), counts requests and observes latency by route template, and logs one JSON
+    streaming) and bodies that take longer than ``body_timeout`` seconds to arrive (408 and
+    the connection closed: the time counted is the time the app waits for the body, so a
+    slow client cannot hold a connection, while a request waiting for the service is not
+    charged), counts requests and observes latency by route template, and logs one JSON
     line per request (never the Authorization header). An exception that nothing handled
-    is logged with its traceback and answered with a JSON 500 (``internal_error``)."""
+    is logged with its traceback and answered with a JSON 500 (``internal_error``). Its
+    own answers take the form of the path's API (``service.http.errors.in_form``)."""
 
-    def __init__(self, app, metrics, max_body_bytes: int):
+    def __init__(self, app, metrics, max_body_bytes: int, body_timeout: float):
         self.app = app
         self.metrics = metrics
         self.limit = max_body_bytes
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -56,27 +62,44 @@ class ServiceMiddleware:
                 )
             await send(message)
 
+        path = scope["path"]
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await _send_json(
                 send_with_id,
                 413,
-                error_body(
-                    "payload_too_large",
-                    f"request body larger than {self.limit} bytes",
-                    {"limit": self.limit},
+                in_form(
+                    error_body(
+                        "payload_too_large",
+                        f"request body larger than {self.limit} bytes",
+                        {"limit": self.limit},
+                    ),
+                    path,
                 ),
             )
         else:
             received = 0
+            # seconds left to wait for the rest of the body (None: the body is complete)
+            left: float | None = self.body_timeout
 
             async def limited_receive():
-                nonlocal received
-                message = await receive()
+                nonlocal received, left
+                if left is None:  # the body is in (a wait for the disconnect, say)
+                    return await receive()
+                loop = asyncio.get_running_loop()
+                waited = loop.time()
+                try:
+                    async with asyncio.timeout(left):
+                        message = await receive()
+                except TimeoutError:
+                    raise BodyTimeout(self.body_timeout) from None
+                left -= loop.time() - waited
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
                     if received > self.limit:
                         raise BodyTooLarge(self.limit)
+                    if not message.get("more_body", False):
+                        left = None
                 return message
 
             try:
@@ -85,13 +108,13 @@ class ServiceMiddleware:
                 errors_log.exception(
                     "unexpected error in %s %s (request %s)",
                     scope["method"],
-                    scope["path"],
+                    path,
                     request_id,
                 )
                 if "started" in status:
                     raise  # the response is under way: nothing to answer
                 status["code"], body, _ = internal_error()
-                await _send_json(send_with_id, status["code"], body)
+                await _send_json(send_with_id, status["code"], in_form(body, path))
         elapsed = time.perf_counter() - started
         route = scope.get("route")
         endpoint = getattr(route, "path", "unmatched")
@@ -101,7 +124,7 @@ class ServiceMiddleware:
             fields = {
                 "request_id": request_id,
                 "method": method,
-                "path": scope["path"],
+                "path": path,
                 "endpoint": endpoint,
                 "status": status["code"],
                 "ms": round(elapsed * 1000, 3),

@@ -14,12 +14,18 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from service.http.errors import codes_by_status
-from service.http.schemas import ErrorResponse, Example, FeedbackRequest, PredictRequest
+from service.http.schemas import (
+    CreateModel,
+    ErrorResponse,
+    Example,
+    FeedbackRequest,
+    PredictRequest,
+)
 from service.model.kinds import KINDS, params_schema
 
 REF = "#/components/schemas/{model}"
 #: the models of the bodies that routes read themselves (added to the components)
-BODIES: tuple[type[BaseModel], ...] = (PredictRequest, FeedbackRequest, Example)
+BODIES: tuple[type[BaseModel], ...] = (CreateModel, PredictRequest, FeedbackRequest, Example)
 
 
 def errors(*statuses: int, model: type[BaseModel] = ErrorResponse) -> dict:
@@ -102,6 +108,7 @@ def create_model_schema(base: dict) -> dict:
 def _unique(classes: dict) -> dict:
     """The classes' array schema (its null branch aside), with distinct items."""
     branches = [b for b in classes.pop("anyOf", [classes]) if b.get("type") != "null"]
+    classes.pop("default", None)  # (null: the null branch's, declared beside the branches)
     return {**classes, **branches[0], "uniqueItems": True}
 
 

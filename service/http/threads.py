@@ -21,6 +21,11 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+#: predict and feedback bodies up to this size may be handled on the event loop (when the
+#: model is free and the work is small: ``LiveModel.quick``, ``INLINE_WORK``); larger ones
+#: go to a handler thread
+INLINE_BODY_BYTES = 16 * 1024
+
 
 def make_executor(threads: int) -> ThreadPoolExecutor:
     """The app's pool of at most ``threads`` handler threads (started on demand)."""

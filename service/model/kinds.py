@@ -1,8 +1,9 @@
 """The kind catalogue: every model kind the service creates, its parameters with their
 valid ranges (``service.model.params``), its size, and how it is built.
 
-A create request is checked here against every parameter range and every limit (learned
-floats, sub-models of a multi-class reduction) by ``plan``, before anything is allocated;
+A create request is checked here against every parameter range and every limit (the floats
+it holds in memory, sub-models of a multi-class reduction) by ``plan``, before anything is
+allocated;
 ``build`` then constructs the estimator. Defaults are read from the core classes'
 signatures, not re-typed. The same declarations describe ``params`` in OpenAPI.
 """
@@ -46,6 +47,8 @@ from service.model.params import (
 
 #: floats counted for each sub-model's Python objects beyond its arrays (~2 KB measured)
 SUBMODEL_OVERHEAD_FLOATS = 256
+#: floats counted for each slot of a refit window (its row, target and arrival time)
+WINDOW_SLOT_FLOATS = 3
 #: the largest input dimension of the kinds that hold (n + 1) x (n + 1) matrices
 MAX_QUADRATIC_FEATURES = 2000
 #: the ellipsoidal classifier's SDP: at most this many (reduced) features
@@ -356,9 +359,12 @@ class Plan:
     family: str
     averaging: tuple[int, str] | None  # (interval, alignment) of a time-averaged model
     submodels: int
+    #: learned floats (time average, sub-models' overhead and refit window included)
     floats: int
     #: binary models wrapped in ``core.calibration.Calibrated`` (Platt scaling)
     calibrated: bool = False
+    #: bytes the model holds in memory (``held_bytes``)
+    nbytes: int = 0
 
 
 def invalid_params(message: str) -> InvalidRequest:
@@ -406,6 +412,15 @@ def plan(spec, limits: Limits) -> Plan:
         )
     family, submodels, outputs = _family(kind, spec, params, classes, regression)
     floats = _floats(kind, params, n, outputs, submodels, limits)
+    nbytes = held_bytes(floats, params)
+    if nbytes > 8 * limits.max_floats:
+        raise InvalidRequest(
+            "model_too_large",
+            f"the model would hold {nbytes // 8} floats in memory (its {floats} learned floats "
+            f"and the buffers its snapshots are captured into), more than the limit "
+            f"{limits.max_floats}",
+            {"field": "input"},
+        )
     if kind.family == "batch":
         _check_batch(kind, params, n, classes)
     if spec.calibration == "platt" and not kind.margins:
@@ -422,8 +437,29 @@ def plan(spec, limits: Limits) -> Plan:
             else (limits.averaging_interval, "paper")
         )
     return Plan(
-        kind, params, n, classes, spec.multiclass, family, averaging, submodels, floats, calibrated
+        kind,
+        params,
+        n,
+        classes,
+        spec.multiclass,
+        family,
+        averaging,
+        submodels,
+        floats,
+        calibrated,
+        nbytes,
     )
+
+
+def held_bytes(floats: int, params: dict) -> int:
+    """What a model of ``floats`` learned floats holds in memory: its arrays (float32 when
+    its params say so) and the buffers every snapshot is captured into (the same size,
+    kept from one snapshot to the next), and its refit window's slots. The encoding of a
+    snapshot or an export needs as much again while it runs: the memory budget's
+    headroom, not the model's."""
+    itemsize = 4 if params.get("dtype") == "float32" else 8
+    window = WINDOW_SLOT_FLOATS * params.get("reservoir_size", 0)
+    return 2 * (floats - window) * itemsize + 8 * window
 
 
 def _family(kind: Kind, spec, params: dict, classes: list, regression: bool):
@@ -468,13 +504,7 @@ def _floats(kind: Kind, params: dict, n: int, outputs: int, submodels: int, limi
     one = kind.floats(n, params, outputs) + SUBMODEL_OVERHEAD_FLOATS
     floats = one * submodels * copies
     if "reservoir_size" in params:  # its slots' bookkeeping; rows grow with their values
-        floats += 3 * params["reservoir_size"]
-    if floats > limits.max_floats:
-        raise InvalidRequest(
-            "model_too_large",
-            f"the model would hold {floats} floats, more than the limit {limits.max_floats}",
-            {"field": "input"},
-        )
+        floats += WINDOW_SLOT_FLOATS * params["reservoir_size"]
     return floats
 
 

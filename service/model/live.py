@@ -1,5 +1,6 @@
-"""A live model: one named estimator with its lock, version, counters, progressive metrics,
-refit window and journal.
+"""A live model: a named model's learning members (``service.model.member``), its
+durability record (``service.durability.record``), its log (``service.durability.journal``),
+the answers of its keyed requests, its lifecycle and its lock.
 
 Concurrency: feedback (the single writer) holds the model's readers-writer lock exclusively
 for a whole group of requests, so updates never interleave; predictions share it, so they
@@ -7,47 +8,48 @@ read a consistent model and run in parallel (the kernels release the GIL). Every
 request needs is validated before the lock is taken. Log order is learning order: records
 are appended under the writer lock, and made durable (``sync``) after it is released, so
 that requests waiting together share one fsync.
+
+Exactly once: a keyed request's answer is kept when its record is learned, live or in
+replay. An append whose outcome is unknown (a lost Redis reply) leaves the log
+``uncertain``: before the next append, the model learns what the log holds after its
+position, and a keyed request whose record was among those is answered from it, not
+appended again.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
-from core.averaging import Averaged
 from core.base import Estimator
 from core.features import CSRBatch, Row, batch_from_rows, first_overflowing_row, squared_norm
-from core.metrics import ProgressiveValidation
 from service.durability import capture
 from service.durability.capture import Capture
-from service.durability.feedback_log import LogCorrupt, LogUnavailable, Position, decode_keyed
+from service.durability.feedback_log import FeedbackLog, LogCorrupt, LogUnavailable, decode_keyed
 from service.durability.idempotency import Answer, Answers, Key
 from service.durability.journal import Feedback, Journal
+from service.durability.record import DurabilityRecord, Position
 from service.exceptions import InvalidRequest, ServiceError
-from service.model.families import FAMILIES, Learned, reservoir_of
-from service.model.kinds import Plan, build
+from service.model import outcome
 from service.model.lifecycle import Lifecycle
 from service.model.locks import RWLock
+from service.model.member import CHAMPION, Member
 from service.scale.deltas import RowChanges
 
 log = logging.getLogger("lorentztron")
 
-#: the most parameters a request may touch to be learned on the event loop (``quick``)
+#: the most parameters a request may touch to be learned or scored on the event loop
 INLINE_WORK = 1 << 20
 
-
-def _all_finite(values) -> bool:
-    """Whether every value (a list of one, or an array) is finite."""
-    if len(values) == 1:
-        return math.isfinite(values[0])
-    return bool(np.all(np.isfinite(values)))
+#: what describes a model for an answer (``service.http.views.model_info``), called with
+#: the model's lock held
+View = Callable[["LiveModel"], dict]
 
 
 def check_norms(batch: CSRBatch) -> None:
@@ -64,25 +66,25 @@ def check_norms(batch: CSRBatch) -> None:
 
 class LiveModel:
     """One named model (module docstring). ``spec`` is its create request and ``plan`` the
-    catalogue's reading of it (``service.model.kinds``); ``incarnation`` names this creation of
-    the name (a model deleted and created again is another incarnation)."""
+    catalogue's reading of it (``service.model.kinds``). ``log``: the feedback log its
+    records go to (None: no log); ``learns``: False on a process that only logs (api
+    replicas, the learners' own endpoint: the learner's consumer learns the log)."""
 
     def __init__(
         self,
         name: str,
         spec,
-        plan: Plan,
-        estimator: Estimator,
+        plan,
         metrics_window: int,
-        incarnation: str | None = None,
+        *,
+        record: DurabilityRecord | None = None,
         answers: Answers | None = None,
+        log: FeedbackLog | None = None,
+        learns: bool = True,
     ):
         self.name = name
         self.spec = spec
         self.plan = plan
-        self.estimator = estimator
-        self.family = FAMILIES[plan.family](plan)
-        self.incarnation = incarnation or uuid.uuid4().hex
         self.created_at = time.time()
         self.lifecycle = Lifecycle(name)
         self.lock = RWLock()
@@ -93,43 +95,24 @@ class LiveModel:
         #: buffers are reused by the next one), which may outlast the publication
         self.full_lock = threading.Lock()
         self._buffers: dict[str, np.ndarray] = {}
-        self.version = 0
-        self.predictions = 0
-        self.n_learned = 0
-        self.n_aggressive = 0
-        self.refits = 0
-        self.examples_since_refit = 0
-        self.last_snapshot_version: int | None = None
-        self.last_snapshot_at: float | None = None
-        self.progressive = ProgressiveValidation(
-            metrics_window, self.family.loss_kind, self.family.regression
-        )
-        #: the recent examples the worker refits on (None: no refits)
-        self.window = reservoir_of(plan)
-        #: where feedback is appended before it is learned (None: no log)
-        self.journal: Journal | None = None
-        #: False on an api replica: feedback is only appended (a learner learns it)
-        self.learns = True
-        #: the log position of the last record this model includes (None: none yet)
-        self.log_position: Position = None
-        #: log records learned since the last snapshot, and their bytes
-        self.records_since_snapshot = 0
-        self.log_bytes_since_snapshot = 0
+        self.record = record or DurabilityRecord()
+        self.champion = Member(plan, metrics_window, CHAMPION)
         #: the answers of keyed requests (``service.durability.idempotency``)
         self.answers = answers or Answers(ttl=86400.0, max_bytes=32 << 20)
-        #: a learner's lease on the model (``service.scale.leases``), checked by every write of
-        #: its snapshots and log position; None outside the sharded learner role
-        self.fence: str | None = None
-        #: delta publication (``service.scale.deltas``): the feature rows learned since the last
-        #: publication (None: not tracked), and the learner's chain or the replica's digest
-        self.changes: RowChanges | None = None
-        self.publication: Any = None
-        #: the first log record learned since the last capture, and the version last
-        #: written (a publication's header names both: the replicas' freshness)
-        self.unpublished_from: Position = None
-        self.published_version: int | None = None
+        self.journal = Journal(log, name, self.record.incarnation) if log is not None else None
+        self.learns = learns
+        #: the feature rows learned since the last publication (None: not tracked)
+        self._changes: RowChanges | None = None
 
     # -- reading -------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self.record.version
+
+    @property
+    def incarnation(self) -> str:
+        return self.record.incarnation
+
     @property
     def n_features(self) -> int:
         return self.plan.n_features
@@ -139,25 +122,23 @@ class LiveModel:
         return self.plan.classes
 
     @property
-    def averaged(self) -> bool:
-        return isinstance(self.estimator, Averaged)
+    def family(self):
+        """The serving member's family adapter (labels, scores; ``service.model.families``)."""
+        return self.champion.family
 
     @property
-    def live(self) -> Estimator:
-        """The live estimator (an averaged model's ``live_``)."""
-        return self.estimator.live_ if self.averaged else self.estimator
+    def estimator(self) -> Estimator:
+        """The serving member's estimator."""
+        return self.champion.estimator
 
-    def scorer(self, variant: str) -> Estimator:
-        """The estimator that scores ``variant`` ("live" or "averaged")."""
-        if self.averaged:
-            return self.estimator.scorer(variant)
-        if variant == "averaged":
-            raise InvalidRequest(
-                "no_averaged_variant",
-                f"kind {self.spec.kind!r} has no time-averaged variant (its state is not a "
-                "weight vector, or it is not online)",
-            )
-        return self.estimator
+    def reading(self) -> AbstractContextManager:
+        """``with live.reading():`` the model does not change meanwhile (its read lock)."""
+        return self.lock.read()
+
+    def describe(self, view: View) -> dict:
+        """``view(self)`` read under the read lock: a change and its snapshot seen together."""
+        with self.lock.read():
+            return view(self)
 
     def target(self, label, where: str):
         """The estimator's target for a request's label (class index, or value)."""
@@ -182,12 +163,28 @@ class LiveModel:
         if not self.lock.acquire_read(blocking):
             return None
         try:
-            version = self.version
-            labels, scores, probabilities = self.family.predict(self.scorer(variant), batch)
-            self.predictions += batch.n_rows
+            version = self.record.version
+            labels, scores, probabilities = self.champion.predict(batch, variant)
         finally:
             self.lock.release_read()
         return version, labels, scores, probabilities
+
+    def memory(self) -> int:
+        """The bytes the model's arrays and its snapshot capture buffers hold now (what
+        ``Plan.nbytes`` counts before the model is built)."""
+        with self.lock.read():
+            arrays = sum(a.nbytes for _, a in self.champion.estimator.arrays())
+            return arrays + sum(b.nbytes for b in self._buffers.values())
+
+    def parameter_norm(self) -> float:
+        """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
+        with self.lock.read():
+            total = sum(
+                squared_norm(a)
+                for name, a in self.champion.live.arrays()
+                if a.dtype.kind == "f" and not name.endswith("n_")
+            )
+        return float(np.sqrt(total))
 
     # -- learning ------------------------------------------------------------------------
     def quick(self, batch: CSRBatch) -> bool:
@@ -202,7 +199,8 @@ class LiveModel:
             work = len(batch.indices) * (plan.floats // max(plan.n_features, 1) + 1)
         else:
             work = batch.n_rows * plan.floats
-        if self.averaged and self.estimator.averages_within(batch.n_rows):
+        estimator = self.champion.estimator
+        if self.champion.averaged and estimator.averages_within(batch.n_rows):
             work += plan.floats
         return work <= INLINE_WORK
 
@@ -213,10 +211,11 @@ class LiveModel:
         outcome per item, its answer or its exception (the others go on). The records of
         the items that pass the norm check are appended together before any is learned; if
         that append fails, each of them gets the error. A keyed item's answer is kept
-        (``answers``) as it is learned. Returns the outcomes and the log position of the
-        last record appended (None: none), which the caller ``sync``s before acknowledging
-        any of them. With ``blocking`` false (the event loop), None and nothing done if
-        the writer lock or the log would make it wait."""
+        (``answers``) as it is learned; a keyed item whose record the log already holds (an
+        append whose reply was lost) is answered from it. Returns the outcomes and the log
+        position the caller ``sync``s before acknowledging any of them (None: none). With
+        ``blocking`` false (the event loop), None and nothing done if the writer lock or the
+        log would make it wait."""
         items = [Feedback(*item) for item in items]
         outcomes: list = [None] * len(items)
         ready = []
@@ -229,39 +228,75 @@ class LiveModel:
             ready.append(k)
         if not ready:
             return outcomes, None
-        if not self.learns:  # an api replica changes nothing: no writer lock
+        if not self.learns:  # a process that only logs changes nothing: no writer lock
             if not blocking:
                 return None
             return outcomes, self._log_only(items, ready, outcomes)
         if not self.lock.acquire_write(blocking):
             return None
         try:
-            positions = [None] * len(ready)
-            if self.journal is not None:
-                try:
-                    positions = self._append([items[k] for k in ready], blocking)
-                except ServiceError as error:
-                    for k in ready:
-                        outcomes[k] = error
-                    return outcomes, None
-                if positions is None:
-                    return None
-            for k, position in zip(ready, positions, strict=True):
-                item = items[k]
-                try:
-                    outcomes[k] = self.answer(self._learn(item.batch, item.targets), item)
-                except Exception as error:  # the others are logged: learn them too
-                    outcomes[k] = error
-                self._keep(item, outcomes[k], time.time(), position)
+            return self._learn_ready(items, ready, outcomes, blocking)
         finally:
             self.lock.release_write()
-        return outcomes, positions[-1]
+
+    def _learn_ready(self, items: list[Feedback], ready: list[int], outcomes: list, blocking):
+        """``learn_group`` with the writer lock held."""
+        journal = self.journal
+        if journal is not None and journal.uncertain:
+            if not blocking:
+                return None
+            try:
+                self._catch_up()
+            except ServiceError as error:
+                for k in ready:
+                    outcomes[k] = error
+                return outcomes, None
+            ready = [k for k in ready if not self._answered(items[k], outcomes, k)]
+        positions: list = [None] * len(ready)
+        if journal is not None and ready:
+            try:
+                appended = journal.appended
+                positions = journal.append([items[k] for k in ready], blocking)
+            except ServiceError as error:
+                for k in ready:
+                    outcomes[k] = error
+                return outcomes, None
+            if positions is None:
+                return None
+            self.record.learned(
+                positions[0], positions[-1], len(positions), journal.appended - appended
+            )
+        for k, position in zip(ready, positions, strict=True):
+            item = items[k]
+            try:
+                outcomes[k] = self._learn(item)
+            except Exception as error:  # the others are logged: learn them too
+                outcomes[k] = error
+            self._keep(item, outcomes[k], time.time(), position)
+        return outcomes, positions[-1] if positions else None
+
+    def _answered(self, item: Feedback, outcomes: list, k: int) -> bool:
+        """Whether a keyed item's record is learned already: its key got an answer from the
+        catch-up (its first attempt's append landed although its reply was lost). Then its
+        outcome is that answer given again (``Replayed``), or the refusal it got."""
+        if item.key is None:
+            return False
+        found = self.answers.get(item.key)
+        if found is None:
+            return False
+        try:
+            outcomes[k] = found.replay(item.key)
+        except ServiceError as error:
+            outcomes[k] = error
+        return True
 
     def _log_only(self, items: list[Feedback], ready: list[int], outcomes: list) -> Position:
-        """Append the items for the learner (an api replica): the unkeyed ones together, a
-        keyed one with its answer unless its key has one (``Journal.append_once``)."""
+        """Append the items for the learner (a process that only logs): the unkeyed ones
+        together, a keyed one with its answer unless its key has one
+        (``Journal.append_once``)."""
         plain = [k for k in ready if items[k].key is None]
         position = None
+        version = self.record.version
         if plain and self.journal is not None:
             try:
                 position = self.journal.append([items[k] for k in plain])[-1]
@@ -270,12 +305,12 @@ class LiveModel:
                     outcomes[k] = error
                 plain = []
         for k in plain:
-            outcomes[k] = self.answer({"version": self.version, "logged": True}, items[k])
+            outcomes[k] = outcome.logged(self.name, version, items[k].batch.n_rows)
         for k in ready:
             item = items[k]
             if item.key is None:
                 continue
-            answer = self.answer({"version": self.version, "logged": True}, item)
+            answer = outcome.logged(self.name, version, item.batch.n_rows)
             try:
                 _, stored = self.journal.append_once(item, answer, self.answers.ttl)
                 outcomes[k] = answer if stored is None else stored.replay(item.key)
@@ -300,81 +335,36 @@ class LiveModel:
                 self.answers.release(key)
         return answer
 
-    def answer(self, result: dict[str, Any], item: Feedback) -> dict[str, Any]:
-        """The answer to a feedback request, from what learning (or logging) it gave."""
-        n = item.batch.n_rows
-        if "logged" in result:  # not learned here: durable in the log, learned by the learner
-            return {
-                "model": self.name,
-                "version": result["version"],
-                "learned": 0,
-                "aggressive": 0,
-                "results": None,
-                "logged": n,
-            }
-        answer = {
-            "model": self.name,
-            "version": result["version"],
-            "learned": n,
-            "aggressive": result["n_aggressive"],
-            "results": None,
-        }
-        if item.with_results:
-            answer["results"] = [
-                {"predicted": self.predicted_label(p), "loss": float(loss), "aggressive": bool(a)}
-                for p, loss, a in zip(
-                    result["predicted"], result["losses"], result["aggressive"], strict=True
-                )
-            ]
-        return answer
-
-    def _keep(self, item: Feedback, outcome, at: float, position: Position) -> None:
+    def _keep(self, item: Feedback, result, at: float, position: Position) -> None:
         """Keep a keyed item's answer, or its refusal if it was applied (writer lock held)."""
         if item.key is None:
             return
-        if isinstance(outcome, dict):
-            self.answers.record(item.key, at, body=outcome, position=position)
-        elif isinstance(outcome, ServiceError) and outcome.applied:
-            self.answers.record(item.key, at, error=outcome, position=position)
+        if isinstance(result, dict):
+            self.answers.record(item.key, at, body=result, position=position)
+        elif isinstance(result, ServiceError) and result.applied:
+            self.answers.record(item.key, at, error=result, position=position)
 
     def learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
         """One request's validated batch: logged, learned and made durable (``learn_group``
         of one, then ``sync``); its refusal raised."""
-        [outcome], position = self.learn_group([Feedback(batch, targets)])
+        [result], position = self.learn_group([Feedback(batch, targets)])
         if position is not None:
             self.sync(position)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def sync(self, position: Position) -> None:
         """Make the log durable up to ``position`` (after ``learn_group``, outside the lock)."""
         if self.journal is not None:
             self.journal.sync(position)
 
-    def _append(self, items: list[Feedback], blocking: bool = True) -> list[Position] | None:
-        """Append the items' records (writer lock held); the position moves only when this
-        process learns them. Not ``blocking``: None unless the log takes them at once."""
-        if blocking and self.journal.uncertain and self.learns:
-            self._catch_up()
-        appended = self.journal.appended
-        positions = self.journal.append(items, blocking)
-        if positions is None:
-            return None
-        if self.learns:
-            self.log_bytes_since_snapshot += self.journal.appended - appended
-            if self.unpublished_from is None:
-                self.unpublished_from = positions[0]
-            self.log_position = positions[-1]
-            self.records_since_snapshot += len(positions)
-        return positions
-
     def _catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may
         have landed), so that the live model stays equal to snapshot + log."""
-        for position, record in self.journal.records_after(self.log_position):
+        for position, record in self.journal.records_after(self.record.log_position):
             self._replay_one(position, record)
-        self.journal.uncertain = False
+        self.journal.settled()
 
     def replay(self, records: Iterable[tuple[Position, bytes]]) -> int:
         """Learn log records ``(position, bytes)`` in order (start-up recovery, or a learner
@@ -395,68 +385,41 @@ class LiveModel:
         item = Feedback(batch, targets)
         if key is not None:
             item = Feedback(batch, targets, key.with_results, Key(key.key, key.fingerprint))
+        self.record.learned(position, position, 1, len(record))
         try:
-            outcome = self.answer(self._learn(batch, targets), item)
+            result = self._learn(item)
         except ServiceError as error:  # refused live too (e.g. a float64 overflow)
             log.warning("replay of %s: record %s refused: %s", self.name, position, error)
-            outcome = error
-        self._keep(item, outcome, at, None)
-        if self.unpublished_from is None:
-            self.unpublished_from = position
-        self.log_position = position
-        self.records_since_snapshot += 1
-        self.log_bytes_since_snapshot += len(record)
+            result = error
+        self._keep(item, result, at, None)
 
-    def _learn(self, batch: CSRBatch, targets: np.ndarray) -> dict[str, Any]:
-        """Learn a validated batch (writer lock held). A model that refuses an example (a
-        score overflowing float64) answers ``unlearnable_example``; the rows before it may
-        have been learned, and the version moves on so that a snapshot sees it. Replay meets
-        the same refusal at the same row, so recovery stays exact."""
-        if self.changes is not None:  # (before: a refused row may follow learned ones)
-            self.changes.mark(batch.indices)
+    def _learn(self, item: Feedback) -> dict[str, Any]:
+        """Learn a validated item (writer lock held): its answer. A model that refuses an
+        example (a score overflowing float64) answers ``unlearnable_example``; the rows
+        before it may have been learned, and the version moves on so that a snapshot sees
+        it. Replay meets the same refusal at the same row, so recovery stays exact."""
+        batch = item.batch
+        if self._changes is not None:  # (before: a refused row may follow learned ones)
+            self._changes.mark(batch.indices)
         try:
-            learned = self.family.learn(self.estimator, batch, targets, self.window)
-            if not _all_finite(learned.losses):
-                raise ValueError("a loss overflows float64")
+            learned, n_aggressive = self.champion.learn(batch, item.targets)
         except ValueError as error:
-            self.version += 1
+            self.record.advance()
             raise InvalidRequest(
                 "unlearnable_example", f"the model refused an example: {error}", applied=True
             ) from None
-        return self._account(batch.n_rows, learned)
-
-    def _account(self, n: int, learned: Learned) -> dict[str, Any]:
-        if n:
-            self.version += 1
-        self.progressive.update(learned.correct, learned.losses, learned.squared)
-        self.n_learned += n
-        if self.plan.kind.family != "online":  # refitted by the worker
-            self.examples_since_refit += n
-        aggressive = learned.aggressive
-        n_aggressive = (
-            int(np.count_nonzero(aggressive))
-            if isinstance(aggressive, np.ndarray)
-            else sum(1 for x in aggressive if x)  # (one example's list: no numpy call)
+        version = self.record.advance() if batch.n_rows else self.record.version
+        member = self.champion
+        return outcome.learned(
+            self.name, version, batch.n_rows, n_aggressive, learned, member.label, item.with_results
         )
-        self.n_aggressive += n_aggressive
-        return {
-            "version": self.version,
-            "predicted": learned.predicted,
-            "losses": learned.losses,
-            "aggressive": learned.aggressive,
-            "n_aggressive": n_aggressive,
-        }
-
-    def predicted_label(self, value):
-        """What a feedback response reports as the prediction before the update."""
-        return self.family.predicted_label(value)
 
     # -- durable changes outside the log -------------------------------------------------
-    def save_held(self, save: Callable[[Capture], Any], key: Key | None = None) -> dict:
+    def save_held(self, save: Callable[[Capture], Any], view: View, key: Key | None = None) -> dict:
         """``save`` the current state under the writer lock (a new model's first snapshot);
-        the model's info as it is once saved, kept as ``key``'s answer when given."""
+        the model's ``view`` as it is once saved, kept as ``key``'s answer when given."""
         with self.lock.write():
-            answer = self._saved_answer(key)
+            answer = self._saved_answer(view, key)
             try:
                 save(self._capture(None))
             except BaseException:
@@ -464,10 +427,10 @@ class LiveModel:
                 raise
             return answer
 
-    def _saved_answer(self, key: Key | None) -> dict:
-        """The model's info once the current version is saved (writer lock held), kept in
-        ``answers`` for ``key`` so that the snapshot being written carries it."""
-        answer = {**self._info(), "last_snapshot_version": self.version}
+    def _saved_answer(self, view: View, key: Key | None) -> dict:
+        """The model's ``view`` once the current version is saved (writer lock held), kept
+        in ``answers`` for ``key`` so that the snapshot being written carries it."""
+        answer = {**view(self), "last_snapshot_version": self.record.version}
         if key is not None:
             self.answers.record(key, time.time(), body=answer)
         return answer
@@ -478,10 +441,9 @@ class LiveModel:
         (the model keeps serving and learning), then under the writer lock the new model
         learns what arrived meanwhile, replaces the old one and is saved before anyone sees
         it (a refit is not in the log). False if skipped."""
+        member = self.champion
         with self.lock.read():
-            current = self.estimator
-            X, y = self.window.data()
-            mark = self.window.n_seen
+            current, X, y, mark = member.refit_input()
         if X.shape[0] == 0:
             return False
         batch = self.plan.family == "batch"
@@ -494,61 +456,65 @@ class LiveModel:
         except ValueError as error:  # e.g. one class only in the window so far
             log.warning("fit of %s skipped: %s", self.name, error)
             with self.lock.write():
-                self.examples_since_refit = 0
+                member.skip_refit()
             return False
         with self.lock.write():
-            if self.estimator is not current:  # restored or replaced meanwhile
+            if member.estimator is not current:  # restored or replaced meanwhile
                 return False
             try:
-                X_new, y_new = self.window.since(mark)
+                X_new, y_new = member.window_since(mark)
             except ValueError as error:  # more arrived than the window holds
                 log.warning("refit of %s skipped: %s", self.name, error)
-                self.examples_since_refit = 0
+                member.skip_refit()
                 return False
             if X_new.shape[0] and not batch:  # a batch model takes them at its next fit
                 new.learn_many(X_new, y_new)
             self._commit(new, save, refit=True)
         return True
 
-    def restore(self, state: dict, save: Callable[[Capture], Any], key: Key | None = None):
+    def restore(
+        self, state: dict, save: Callable[[Capture], Any], view: View, key: Key | None = None
+    ) -> dict:
         """Serve an earlier snapshot's estimator state from the next version on, saved
         before anyone sees it (so recovery never replays later feedback onto the wrong base);
         ValueError if the state does not fit this model. The counters, metrics and refit
         window go on: they tell the model's story, which the restore is part of. Returns the
-        model's info (kept as ``key``'s answer when given)."""
-        new = build(self.plan)
+        model's ``view`` (kept as ``key``'s answer when given)."""
+        new = self.champion.estimator.clone()
         new.set_state(capture.split_service(state)[0])
         with self.lock.write():
-            return self._commit(new, save, key=key)
+            return self._commit(new, save, view=view, key=key)
 
     def _commit(
-        self, new: Estimator, save: Callable[[Capture], Any], refit=False, key=None
-    ) -> dict:
+        self,
+        new: Estimator,
+        save: Callable[[Capture], Any],
+        refit: bool = False,
+        view: View | None = None,
+        key: Key | None = None,
+    ) -> dict | None:
         """Swap ``new`` in as the next version and save it (writer lock held); on failure
-        everything comes back as it was. Returns the model's info once saved."""
-        previous = (self.estimator, self.version, self.refits, self.examples_since_refit)
-        self.estimator = new
-        self.version += 1
-        if self.changes is not None:
-            self.changes.mark_all()
-        if refit:
-            self.refits += 1
-            self.examples_since_refit = 0
-        answer = self._saved_answer(key)
+        everything comes back as it was. Returns the model's ``view`` once saved."""
+        undo = self.champion.swap(new, refit)
+        version = self.record.version
+        self.record.advance()
+        self.mark_all_changed()
+        answer = self._saved_answer(view, key) if view is not None else None
         try:
             save(self._capture(None))
         except BaseException:
-            self.estimator, self.version, self.refits, self.examples_since_refit = previous
+            self.champion.undo(undo)
+            self.record.set_version(version)
             self.answers.forget(key)
             raise
         return answer
 
     # -- state ---------------------------------------------------------------------------
     def snapshot_state(self) -> Capture:
-        """Version, state and log position read together, the arrays copied under the read
-        lock into buffers kept for the next capture (valid until then: hold
-        ``snapshot_lock`` until the capture is encoded)."""
-        capture.prepare_buffers(self.estimator, self._buffers)
+        """State and record marks read together, the arrays copied under the read lock into
+        buffers kept for the next capture (valid until then: hold ``snapshot_lock`` until
+        the capture is encoded)."""
+        capture.prepare_buffers(self.champion.estimator, self._buffers)
         with self.lock.read():
             return self._capture(self._buffers)
 
@@ -557,81 +523,63 @@ class LiveModel:
         state when ``full`` (as ``snapshot_state``), else the state without its arrays; and
         ``delta(self)`` (``service.scale.deltas``). Hold ``snapshot_lock`` until encoded."""
         if full:
-            capture.prepare_buffers(self.estimator, self._buffers)
+            capture.prepare_buffers(self.champion.estimator, self._buffers)
         with self.lock.read():
             return self._capture(self._buffers if full else None, arrays=full), delta(self)
 
     def _capture(self, buffers: dict | None, arrays: bool = True) -> Capture:
+        """The model's state and record marks (read or writer lock held): its arrays copied
+        into ``buffers``, or (None) the estimator's own, for a capture written before the
+        writer lock is released (``save_held``, ``_commit``), or none (``arrays`` false)."""
+        estimator = self.champion.estimator
         if arrays:
-            state = capture.estimator_state(self.estimator, buffers)
+            state = capture.estimator_state(estimator, buffers)
         else:
-            state = {**self.estimator.get_state_meta(), "arrays": {}}
-        service = {
-            capture.PROGRESSIVE: self.progressive.get_state(),
-            capture.MODEL: {
-                "scalars": {
-                    "created_at": self.created_at,
-                    "incarnation": self.incarnation,
-                    "examples_learned": self.n_learned,
-                    "aggressive_updates": self.n_aggressive,
-                    "predictions": self.predictions,
-                    "refits": self.refits,
-                    "examples_since_refit": self.examples_since_refit,
-                }
-            },
-        }
+            state = {**estimator.get_state_meta(), "arrays": {}}
+        service = self.champion.service_parts()
+        service[capture.MODEL]["scalars"].update(
+            created_at=self.created_at, incarnation=self.record.incarnation
+        )
         if len(self.answers):
             service[capture.ANSWERS] = {"arrays": {"table": self.answers.get_state()}}
-        if self.window is not None:
-            service[capture.RESERVOIR] = capture.reservoir_part(
-                self.window.get_state(), self.family.window_target
-            )
-        state = capture.with_service(state, service)
-        # (read lock: the one snapshot writer takes it; ``SnapshotWriter`` gives it back if
-        # the write fails)
-        first_new, self.unpublished_from = self.unpublished_from, None
-        return Capture(
-            self.version,
-            state,
-            self.log_position,
-            self.records_since_snapshot,
-            first_new,
-            self.log_bytes_since_snapshot,
-        )
+        # (read lock: the one snapshot writer takes it; ``SnapshotWriter`` gives the marks'
+        # first new record back if the write fails)
+        return Capture(capture.with_service(state, service), self.record.capture())
 
-    def load_state(self, state: dict) -> None:
-        """Load a snapshot's state (writer lock held by the caller, or before serving): the
-        estimator's arrays, and what the snapshot carries of the service's part."""
-        state, service = capture.split_service(state)
-        self.estimator.set_state(state)
-        if self.changes is not None:
-            self.changes.mark_all()
-        self._load_service(service)
+    def recover(self, header: dict, state: dict) -> None:
+        """Become a snapshot (start-up, a takeover, before serving): its state, and the
+        version and log position its header names (``service.durability.store``); the
+        log after it is ``replay``ed next."""
+        with self.lock.write():
+            self._load(state)
+            self.record.restored(header)
 
-    def _load_service(self, service: dict) -> None:
-        """The service's part of a snapshot state (``capture.split_service``)."""
-        if capture.PROGRESSIVE in service:
-            self.progressive.set_state(service[capture.PROGRESSIVE])
-        model = service.get(capture.MODEL, {}).get("scalars", {})
-        self.created_at = model.get("created_at", self.created_at)
-        self.n_learned = model.get("examples_learned", self.n_learned)
-        self.n_aggressive = model.get("aggressive_updates", self.n_aggressive)
-        self.predictions = model.get("predictions", self.predictions)
-        self.refits = model.get("refits", self.refits)
-        self.examples_since_refit = model.get("examples_since_refit", self.examples_since_refit)
+    def adopt(self, state: dict, version: int) -> None:
+        """Start from a model file's state at ``version`` (an import, an offline model),
+        before serving; ValueError (nothing changed) if the state does not fit the spec."""
+        with self.lock.write():
+            self._load(state)
+            self.record.set_version(version)
+
+    def _load(self, state: dict) -> None:
+        """Load a snapshot's state (writer lock held): the estimator's arrays, and what the
+        snapshot carries of the service's part."""
+        estimator_state, service = capture.split_service(state)
+        self.champion.set_state(estimator_state, service)
+        self.mark_all_changed()
+        self._load_model_part(service)
+
+    def _load_model_part(self, service: dict) -> None:
+        scalars = service.get(capture.MODEL, {}).get("scalars", {})
+        self.created_at = scalars.get("created_at", self.created_at)
         if capture.ANSWERS in service:
             self.answers.set_state(service[capture.ANSWERS]["arrays"]["table"])
-        if capture.RESERVOIR in service and self.window is not None:
-            self.window.set_state(
-                capture.reservoir_state(service[capture.RESERVOIR], self.family.from_window_target)
-            )
 
     def load_version(self, state: dict, version: int, position: Position) -> None:
         """Serve a published version (api replicas): its state, version and log position."""
         with self.lock.write():
-            self.load_state(state)
-            self.version = version
-            self.log_position = position
+            self._load(state)
+            self.record.loaded(version, position)
 
     def load_delta(
         self, write: Callable[[Estimator], None], state: dict, version: int, position: Position
@@ -641,76 +589,24 @@ class LiveModel:
         the estimator's scalars and the service's part."""
         estimator_state, service = capture.split_service(state)
         with self.lock.write():
-            write(self.estimator)
-            self.estimator.set_scalars(estimator_state["scalars"])
-            self._load_service(service)
-            self.version = version
-            self.log_position = position
+            write(self.champion.estimator)
+            self.champion.set_scalars(estimator_state["scalars"], service)
+            self._load_model_part(service)
+            self.record.loaded(version, position)
 
-    def parameter_norm(self) -> float:
-        """Frobenius norm of the live model's parameters (no copy; PQR: of z)."""
-        with self.lock.read():
-            total = sum(
-                squared_norm(a)
-                for name, a in self.live.arrays()
-                if a.dtype.kind == "f" and not name.endswith("n_")
-            )
-        return float(np.sqrt(total))
+    # -- delta publication (``service.scale.deltas``) -------------------------------------
+    def track_changes(self) -> None:
+        """Track the feature rows learned from now on (read lock held by a publication
+        whose capture includes everything learned so far)."""
+        if self._changes is None:
+            self._changes = RowChanges(self.n_features + 1)
+        self._changes.take()
 
-    def info(self) -> dict[str, Any]:
-        """The model as ``GET /v1/models/{name}`` shows it (read under the lock: a change
-        and its snapshot are seen together)."""
-        with self.lock.read():
-            return self._info()
+    def take_changes(self) -> np.ndarray | None:
+        """The rows changed since the last ``take_changes`` (None: every row), forgotten."""
+        return self._changes.take()
 
-    def _info(self) -> dict[str, Any]:
-        spec, plan = self.spec, self.plan
-        averaging = (
-            {"interval": self.estimator.interval, "alignment": self.estimator.alignment}
-            if self.averaged
-            else None
-        )
-        task = {"regression": "regression", "ordinal": "ordinal"}.get(plan.family, "classification")
-        return {
-            "name": self.name,
-            "kind": spec.kind,
-            "params": spec.params,
-            "input": spec.input.model_dump(exclude_none=True),
-            "task": task,
-            "classes": self.classes,
-            "multiclass": spec.multiclass if plan.family in ("reduction", "ordinal") else None,
-            "averaging": averaging,
-            "calibration": spec.calibration,
-            "version": self.version,
-            "created_at": self.created_at,
-            "examples_learned": self.n_learned,
-            "aggressive_updates": self.n_aggressive,
-            "predictions": self.predictions,
-            "last_snapshot_version": self.last_snapshot_version,
-            "metrics": self.progressive.summary(),
-            "status": self.status(),
-        }
-
-    def status(self) -> dict[str, Any] | None:
-        """Kind-specific state, and the refit window of the kinds the worker refits."""
-        status = self.family.status(self.live)
-        if self.plan.kind.family == "online":
-            return status
-        refit_every = self.plan.params["reservoir_refit_every"]
-        window = {
-            "refit_every": refit_every,
-            "reservoir_examples": len(self.window) if self.window is not None else 0,
-        }
-        if self.plan.family == "batch":
-            return {
-                **window,
-                "fits": self.refits,
-                "examples_since_fit": self.examples_since_refit,
-                **status,
-            }
-        return {
-            **window,
-            "refits": self.refits,
-            "examples_since_refit": self.examples_since_refit,
-            **status,
-        }
+    def mark_all_changed(self) -> None:
+        """Every row changed (a refit, a restore, a failed publication)."""
+        if self._changes is not None:
+            self._changes.mark_all()

@@ -18,23 +18,29 @@ from __future__ import annotations
 
 import logging
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import BinaryIO
 
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from service.durability.capture import ANSWERS, MODEL
+from service.durability.feedback_log import LogUnavailable
 from service.durability.idempotency import Answers, Key
-from service.durability.interchange import InterchangeError, dump_model, load_model
-from service.durability.journal import Journal
+from service.durability.interchange import InterchangeError, load_model, write_model
+from service.durability.record import DurabilityRecord
 from service.durability.snapshots import SnapshotWriter
 from service.durability.store import SnapshotError, SnapshotMeta, decode
 from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
 from service.http.schemas import CreateModel, spec_from_json, spec_to_json
-from service.model.kinds import Limits, build, plan
-from service.model.live import LiveModel
-from service.model.registry import Registry
+from service.model.kinds import Limits, plan
+from service.model.live import LiveModel, View
+from service.model.registry import Registry, over_budget
+from service.ops.machine import memory_limit
 
 log = logging.getLogger("lorentztron")
 
@@ -61,6 +67,8 @@ class Models:
         self.limits = Limits(
             settings.max_model_floats, settings.max_submodels, settings.averaging_interval
         )
+        #: the bytes all models may hold together (``Plan.nbytes``)
+        self.budget = settings.max_total_bytes or memory_limit() // 2
         #: a model that exists is restored whatever the limits are now
         self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
         #: the api role serves published versions and never writes a snapshot
@@ -98,12 +106,17 @@ class Models:
 
     # -- create and delete ----------------------------------------------------------------
     def create(
-        self, spec: CreateModel, key: Key | None = None, state: dict | None = None, version=0
+        self,
+        spec: CreateModel,
+        view: View,
+        key: Key | None = None,
+        state: dict | None = None,
+        version: int = 0,
     ) -> dict:
         """A new serving model, durable before it serves (Unavailable if the store or the
-        log fails: then it was not created); its answer (info). With an idempotency ``key``,
-        the retry of a create that succeeded gets its answer again. ``state``: start from
-        this snapshot state at ``version`` (an imported model)."""
+        log fails: then it was not created); its answer, the model's ``view`` once saved.
+        With an idempotency ``key``, the retry of a create that succeeded gets its answer
+        again. ``state``: start from this snapshot state at ``version`` (an import)."""
         existing = self.registry.get(spec.name)
         if existing is not None:
             answer = existing.answers.get(key) if key is not None else None
@@ -113,26 +126,25 @@ class Models:
         if len(self.registry) >= self.settings.max_models:
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
         checked = plan(spec, self.limits)
+        over_budget(self.registry.nbytes, checked.nbytes, self.budget)  # before allocating
         if checked.kind.margins:  # the default made explicit: snapshots keep what was built
             resolved = "platt" if checked.calibrated else "none"
             spec = spec.model_copy(update={"calibration": resolved})
         live = self._live(spec.name, spec, checked)
         if state is not None:
             try:
-                live.load_state(state)
+                live.adopt(state, version)
             except (ValueError, KeyError, TypeError) as error:
                 raise InvalidRequest(
                     "invalid_input", f"the model's state does not fit its spec: {error}"
                 ) from None
-            live.version = version
-        self._attach(live)
-        self.registry.add(live, self.settings.max_models)
+        self.registry.add(live, self.settings.max_models, self.budget)
         try:
             if spec.name in self.store.deleting():  # an earlier model's, not yet finished
                 self._remove_files(spec.name)
             if self.feedback_log is not None:
                 self.feedback_log.delete(spec.name)  # a log left without a snapshot
-            answer = live.save_held(lambda c: self.writer.write(live, c, create=True), key)
+            answer = live.save_held(lambda c: self.writer.write(live, c, create=True), view, key)
         except Exception as error:
             self.registry.remove(live)
             live.lifecycle.end()
@@ -144,17 +156,26 @@ class Models:
         self.metrics.track_model(live)
         return answer
 
-    def export(self, name: str) -> bytes:
-        """The model as a safetensors file (``service.durability.interchange``), as it is now (the
-        answers of its keyed requests left out: they belong to this model only)."""
-        with self.use(name) as live, live.snapshot_lock:
-            captured = live.snapshot_state()
-            service = captured.state["service"]
-            arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
-            state = {**captured.state, "service": {**service, "arrays": arrays}}
-            return dump_model(name, captured.version, spec_to_json(live.spec), state)
+    def export(self, name: str) -> tuple[BinaryIO, int]:
+        """The model as a safetensors file (``service.durability.interchange``), as it is now
+        (the answers of its keyed requests left out: they belong to this model only): a
+        temporary file on disk at its start (an export costs no copy of a model in memory,
+        however slowly it is read), and its size. The caller closes it (which removes it)."""
+        file = tempfile.TemporaryFile()
+        try:
+            with self.use(name) as live, live.snapshot_lock:
+                captured = live.snapshot_state()  # (into the capture buffers: no new copy)
+                service = captured.state["service"]
+                arrays = {k: v for k, v in service["arrays"].items() if not k.startswith(ANSWERS)}
+                state = {**captured.state, "service": {**service, "arrays": arrays}}
+                size = write_model(file, name, captured.version, spec_to_json(live.spec), state)
+            file.seek(0)
+        except BaseException:
+            file.close()
+            raise
+        return file, size
 
-    def import_model(self, data: bytes, name: str, key: Key | None = None) -> dict:
+    def import_model(self, data: bytes, name: str, view: View, key: Key | None = None) -> dict:
         """A new model ``name`` from a safetensors file (``export``, ``lorentztron learn``);
         durable before it serves, like ``create``."""
         try:
@@ -162,7 +183,7 @@ class Models:
             spec = CreateModel.model_validate({**info["spec"], "name": name})
         except (InterchangeError, ValidationError) as error:
             raise InvalidRequest("invalid_input", f"not a model file: {error}") from None
-        return self.create(spec, key, state=state, version=info["version"])
+        return self.create(spec, view, key, state=state, version=info["version"])
 
     def delete(self, name: str) -> None:
         """Delete a model and its files (module docstring)."""
@@ -235,21 +256,21 @@ class Models:
                 "store_unavailable", f"the snapshot store is unavailable: {error}"
             ) from None
 
-    def restore_snapshot(self, name: str, version: int, key: Key | None = None) -> dict:
+    def restore_snapshot(self, name: str, version: int, view: View, key: Key | None = None) -> dict:
         """Serve a snapshot's state from the model's next version on, durably; the answer
-        (the model's info). With an idempotency ``key``, a retry gets the first answer."""
+        (the model's ``view``). With an idempotency ``key``, a retry gets the first answer."""
         self._check_writer()
         with self.use(name) as live:
             answer = live.answers.claim(key) if key is not None else None
             if answer is not None:
                 return answer.replay(key)
             try:
-                return self._restore_snapshot(live, version, key)
+                return self._restore_snapshot(live, version, view, key)
             finally:
                 if key is not None:
                     live.answers.release(key)
 
-    def _restore_snapshot(self, live: LiveModel, version: int, key: Key | None) -> dict:
+    def _restore_snapshot(self, live: LiveModel, version: int, view: View, key) -> dict:
         name = live.name
         try:
             header, state = decode(self.store.load(name, version))
@@ -265,7 +286,7 @@ class Models:
                 "the snapshot was taken from a model with another configuration",
             )
         try:
-            return live.restore(state, lambda c: self.writer.write(live, c), key)
+            return live.restore(state, lambda c: self.writer.write(live, c), view, key)
         except ValueError as error:
             raise Conflict("snapshot_mismatch", str(error)) from None
         except Exception as error:
@@ -328,18 +349,14 @@ class Models:
             header, state = decode(self.store.load(name))
             spec = spec_from_json(header["spec"])
             checked = plan(spec, self._restore_limits)
-            live = self._live(name, spec, checked)
-            live.load_state(state)
-            live.version = live.last_snapshot_version = header["version"]
-            live.last_snapshot_at = header["created_at"]
-            live.log_position = header.get("log_position")
-            live.incarnation = self._incarnation(name, state, live.incarnation)
-            live.fence = fence
-            self._attach(live)
+            record = DurabilityRecord(self._incarnation(name, state), fence)
+            live = self._live(name, spec, checked, record)
+            live.recover(header, state)
             replayed = self._replay(live) if self.settings.role != "api" else 0
-            live.records_since_snapshot = replayed
             self.registry.add(live)
-        except (SnapshotError, ValueError, KeyError, Conflict) as error:
+        except (LogUnavailable, OSError, RedisError):
+            raise  # the store or the log is unreachable: the worker tries again
+        except Exception as error:  # this model's snapshot or state: the others go on
             log.error("could not restore model %s: %s", name, error)
             return None
         live.lifecycle.serve()
@@ -353,9 +370,10 @@ class Models:
         )
         return live
 
-    def _incarnation(self, name: str, state: dict, fresh: str) -> str:
-        """The restored model's incarnation: the store's (Redis), else the snapshot's."""
-        saved = state["service"]["scalars"].get(MODEL + "incarnation", fresh)
+    def _incarnation(self, name: str, state: dict) -> str:
+        """The restored model's incarnation: the store's (Redis), else the snapshot's (a
+        new one for a snapshot that predates incarnations)."""
+        saved = state["service"]["scalars"].get(MODEL + "incarnation") or uuid.uuid4().hex
         adopt = getattr(self.store, "adopt", None)
         return adopt(name, saved) if adopt is not None else saved
 
@@ -364,22 +382,25 @@ class Models:
         if live.journal is None:
             return 0
         started = time.perf_counter()
-        count = live.replay(self.feedback_log.read_after(live.name, live.log_position))
+        count = live.replay(self.feedback_log.read_after(live.name, live.record.log_position))
         self.metrics.replay_duration.observe(time.perf_counter() - started)
         self.metrics.replayed.labels(live.name).inc(count)
         return count
 
-    def _attach(self, live: LiveModel) -> None:
-        """Give a model its journal; outside the ``all`` role, feedback is only logged (the
-        learner's consumer learns it)."""
-        if self.feedback_log is not None:
-            live.journal = Journal(self.feedback_log, live.name, live.incarnation)
-        live.learns = self.settings.role == "all"
-
-    def _live(self, name: str, spec: CreateModel, checked) -> LiveModel:
-        """A new live model of a checked create request (not yet serving)."""
+    def _live(
+        self, name: str, spec: CreateModel, checked, record: DurabilityRecord | None = None
+    ) -> LiveModel:
+        """A new live model of a checked create request (not yet serving), with its log;
+        outside the ``all`` role, feedback is only logged (the learner's consumer learns
+        it)."""
         settings = self.settings
-        answers = Answers(settings.idempotency_ttl, settings.idempotency_bytes)
         return LiveModel(
-            name, spec, checked, build(checked), settings.metrics_window, answers=answers
+            name,
+            spec,
+            checked,
+            settings.metrics_window,
+            record=record,
+            answers=Answers(settings.idempotency_ttl, settings.idempotency_bytes),
+            log=self.feedback_log,
+            learns=settings.role == "all",
         )

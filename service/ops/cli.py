@@ -354,9 +354,10 @@ def learn(args) -> None:
         raise
     output = args.output or Path(f"{live.name}.safetensors")
     size = offline.save(live, output)
-    metrics = live.progressive.summary()
+    metrics = live.champion.metrics()
+    learned = live.champion.counters.examples_learned
     print(
-        f"learned {live.n_learned:,} examples in {time.perf_counter() - started:.2f} s: "
+        f"learned {learned:,} examples in {time.perf_counter() - started:.2f} s: "
         f"{_metrics_line(metrics)}"
     )
     print(f"wrote {output} ({size:,} bytes; model {live.name!r}, version {live.version})")

@@ -130,7 +130,7 @@ class History:
         now = time.time() if now is None else now
         models = {}
         for live in self._models.serving() if self._models is not None else []:
-            summary = live.progressive.summary()
+            summary = live.champion.metrics()
             models[live.name] = {
                 "version": live.version,
                 "examples": summary["examples"],

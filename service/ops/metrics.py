@@ -307,10 +307,10 @@ class Metrics:
         self._evicted_seen = cache.evicted
 
     def observe_model(self, live) -> None:
-        summary = live.progressive.summary()
+        summary = live.champion.metrics()
         name = live.name
         self.model_version.labels(name).set(live.version)
-        self.log_unsnapshotted.labels(name).set(live.records_since_snapshot)
+        self.log_unsnapshotted.labels(name).set(live.record.records_since_snapshot)
         failures = live.journal.failures if live.journal is not None else 0
         seen = self._log_failures_seen.get(name, 0)
         if failures > seen:
@@ -328,7 +328,7 @@ class Metrics:
         """Start the series of a new model (age is computed at scrape time)."""
         self.model_version.labels(live.name).set(live.version)
         self.snapshot_age.labels(live.name).set_function(
-            lambda: time.time() - (live.last_snapshot_at or live.created_at)
+            lambda: time.time() - (live.record.last_snapshot_at or live.created_at)
         )
         self.models.inc()
 

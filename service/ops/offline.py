@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from core.datasets import parse_svmlight
-from service.durability.interchange import dump_model, load_model
+from service.durability.interchange import load_model, write_model
 from service.http.bodies import prepare_feedback
 from service.http.schemas import CreateModel, spec_to_json
 from service.model.cache import PredictionCache
-from service.model.kinds import Limits, build, plan
+from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 
 PART_LINES = 2000
@@ -84,7 +84,7 @@ def new_model(spec: CreateModel) -> LiveModel:
     checked = plan(spec, _LIMITS)
     if checked.kind.margins:
         spec = spec.model_copy(update={"calibration": "platt" if checked.calibrated else "none"})
-    return LiveModel(spec.name, spec, checked, build(checked), metrics_window=1000)
+    return LiveModel(spec.name, spec, checked, metrics_window=1000)
 
 
 @dataclass
@@ -110,7 +110,13 @@ def learn(
         live.learn(prepared.batch, prepared.targets)
         if report is not None:
             report(
-                Progress(done, total, live.n_learned, live.progressive.summary(), _since(started))
+                Progress(
+                    done,
+                    total,
+                    live.champion.counters.examples_learned,
+                    live.champion.metrics(),
+                    _since(started),
+                )
             )
     return live
 
@@ -175,15 +181,15 @@ def _since(started: float) -> float:
 def save(live: LiveModel, path: Path) -> int:
     """Write the model's file (``service.durability.interchange``); its size in bytes."""
     captured = live.snapshot_state()
-    data = dump_model(live.name, captured.version, spec_to_json(live.spec), captured.state)
-    path.write_bytes(data)
-    return len(data)
+    with open(path, "wb") as file:
+        return write_model(
+            file, live.name, captured.version, spec_to_json(live.spec), captured.state
+        )
 
 
 def load(path: Path) -> LiveModel:
     """A live model from its file."""
     info, state = load_model(path.read_bytes())
     live = new_model(CreateModel.model_validate(info["spec"]))
-    live.load_state(state)
-    live.version = info["version"]
+    live.adopt(state, info["version"])
     return live

@@ -62,7 +62,7 @@ class Startup:
         started = time.perf_counter()
         log.info("compiling the kernels (numba; up to a minute when its cache is cold)")
         await asyncio.to_thread(self.warm_up)
-        components.warm = True
+        components.warmed_up()
         log.info("kernels compiled in %.1f s", time.perf_counter() - started)
         # start-up leaves ~160,000 long-lived objects (modules, routes, schemas, numba's
         # dispatchers); frozen, a full collection no longer scans them on the request path

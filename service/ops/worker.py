@@ -98,8 +98,8 @@ class SnapshotWorker:
         records = self.settings.log_snapshot_records
         ratio = self.settings.log_snapshot_ratio
         return any(
-            live.records_since_snapshot >= records
-            and live.log_bytes_since_snapshot >= ratio * 8 * live.plan.floats
+            live.record.records_since_snapshot >= records
+            and live.record.log_bytes_since_snapshot >= ratio * 8 * live.plan.floats
             for live in self.models.serving()
         )
 
@@ -107,12 +107,7 @@ class SnapshotWorker:
         """Models whose window saw ``reservoir_refit_every`` examples since their last refit."""
         if not self.models.writes_snapshots:
             return []
-        return [
-            live
-            for live in self.models.serving()
-            if live.window is not None
-            and live.examples_since_refit >= live.plan.params["reservoir_refit_every"]
-        ]
+        return [live for live in self.models.serving() if live.champion.refits_due]
 
     def refit(self, live) -> bool:
         """Refit one model (``LiveModel.refit``), written as a snapshot before it serves."""

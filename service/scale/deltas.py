@@ -224,3 +224,13 @@ class Chain:
     averaged: int | None
     since_full: int = 0
     full_due: bool = False
+
+    def ask_full(self) -> None:
+        """The next publication writes a full snapshot (the worker's periodic one)."""
+        self.full_due = True
+
+    def advance(self, version: int, averaged: int | None, full: bool) -> None:
+        """``version`` is published (with a full snapshot when ``full``)."""
+        self.base, self.averaged = version, averaged
+        self.since_full = 0 if full else self.since_full + 1
+        self.full_due = self.full_due and not full

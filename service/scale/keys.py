@@ -28,8 +28,8 @@
 
 Every key of one model carries the hash tag ``{<name>}`` (model names hold no braces), so
 that in a Redis Cluster a model's stream, snapshots, incarnation and lease live in one slot:
-the scripts that check and write several of them at once (``service.durability.store``,
-``service.durability.feedback_log``, ``service.scale.leases``) run on one node. The few
+the scripts that check and write several of them at once (``service.durability.redis_store``,
+``service.durability.redis_log``, ``service.scale.leases``) run on one node. The few
 global keys (the sets of names, the learners) are only ever read or written one key per command.
 
 A model's incarnation changes when it is created (again): writes of a deleted or replaced

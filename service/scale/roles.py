@@ -284,13 +284,14 @@ class Learner(_Loop):
             return False
         pipe = self.client.pipeline(transaction=False)
         for live in owned:
-            start = "-" if live.log_position is None else f"({live.log_position}"
+            position = live.record.log_position
+            start = "-" if position is None else f"({position}"
             pipe.xrange(self.journal.key(live.name), min=start, count=self.chunk)
         learned = False
         for live, entries in zip(owned, pipe.execute(), strict=True):
             records = [(i.decode(), fields[b"r"]) for i, fields in entries]
             # a model restored meanwhile may already include them
-            fresh = [r for r in records if _after(r[0], live.log_position)]
+            fresh = [r for r in records if _after(r[0], live.record.log_position)]
             if not fresh or not self.journal.replicated(live.name):
                 continue  # (not yet on the replicas that REDIS_WAIT_REPLICAS asks for)
             try:
@@ -370,7 +371,7 @@ class Replica(_Loop):
         head = store.head(name)
         if head is None or head <= live.version:
             return
-        if isinstance(live.publication, deltas.RowDigest):
+        if isinstance(live.record.publication, deltas.RowDigest):
             self._apply_deltas(live)
             if live.version >= head:
                 return
@@ -385,19 +386,22 @@ class Replica(_Loop):
         if header["version"] < live.version:
             # the deltas from that snapshot on would take the model back first: wait for
             # the next full snapshot (at most full_snapshot_every publications away)
-            live.publication = None
+            live.record.break_chain()
             return
         if header["version"] > live.version:
             first_new = self._first_new(live, header)
             live.load_version(state, header["version"], header.get("log_position"))
             self._served(live, first_new, "full")
-        live.publication = digest  # (the same version: the state served is this one)
+        if digest is None:
+            live.record.break_chain()
+        else:  # (the same version: the state served is this one)
+            live.record.start_chain(digest)
         if digest is not None:
             self._apply_deltas(live)
 
     def _apply_deltas(self, live) -> None:
         """Apply the kept deltas after the served version, in order, while they chain on."""
-        store, digest = self.worker.store, live.publication
+        store, digest = self.worker.store, live.record.publication
         for version in store.deltas_after(live.name, live.version):
             try:
                 header, state = decode(store.load_delta(live.name, version))
@@ -436,7 +440,7 @@ class Replica(_Loop):
         underestimate when a snapshot trimmed the log past it)."""
         if header.get("previous") == live.version and header.get("first_new") is not None:
             return header["first_new"]
-        return self._first_after(live.name, live.log_position, header.get("log_position"))
+        return self._first_after(live.name, live.record.log_position, header.get("log_position"))
 
     def _first_after(self, name: str, previous, position):
         """The id of the oldest log record kept after ``previous`` up to ``position``."""

@@ -1,7 +1,7 @@
 """The DELETE-under-feedback loop in quick mode (the full runs: 50 iterations per store)."""
 
 from benchmarks.delete_under_feedback import run
-from tests.service.conftest import RedisServer
+from benchmarks.servers import RedisServer
 
 
 def test_delete_under_feedback_loses_nothing_and_resurrects_nothing(tmp_path):

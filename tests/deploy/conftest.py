@@ -26,13 +26,12 @@ import httpx
 import pytest
 import yaml
 
+from benchmarks.servers import RedisServer, ServiceProcess, free_port, start_all, stop_all
 from service.config import Settings
 from service.main import create_app, warm_up
 from service.ops.history import History
 from service.ops.metrics import Metrics
 from tests.service import traffic
-from tests.service.conftest import RedisServer, free_port
-from tests.service.server import ServiceProcess, start_all, stop_all
 from tests.service.test_end_to_end import ServerThread
 from tests.system import require_program
 

@@ -14,11 +14,10 @@ import httpx
 import pytest
 import yaml
 
+from benchmarks.servers import RedisServer, ServiceProcess
 from service.config import Settings
 from service.main import warm_up
 from tests.deploy.conftest import DEPLOY, ROOT
-from tests.service.conftest import RedisServer
-from tests.service.server import ServiceProcess
 
 COMPOSE = ROOT / "docker-compose.yml"
 PREFIX = "LORENTZTRON_"

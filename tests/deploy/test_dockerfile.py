@@ -17,10 +17,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+from benchmarks.servers import free_port
 from service.config import Settings
 from service.main import create_app
 from tests.deploy.conftest import ROOT
-from tests.service.conftest import free_port
 from tests.service.test_end_to_end import ServerThread
 
 DOCKERFILE = ROOT / "Dockerfile"

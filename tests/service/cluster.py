@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.service.conftest import free_port
+from benchmarks.servers import free_port
 
 
 class RedisClusterNodes:

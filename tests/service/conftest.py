@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
-import redis
 from fastapi import testclient
 
+from benchmarks.servers import RedisServer
 from service.config import Settings
 from service.main import create_app
 
@@ -22,73 +18,6 @@ def wait_for(condition, timeout: float = 20.0, period: float = 0.05) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(period)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class RedisServer:
-    """A real redis-server on a free loopback port, in its own directory."""
-
-    def __init__(self, directory: Path, appendfsync: str | None = None):
-        self.directory = directory
-        self.port = free_port()
-        self.appendfsync = appendfsync
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.fail("redis-server is not installed (make test installs it with apt-get)")
-        args = [
-            binary,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.directory),
-            "--save",
-            "",
-            "--daemonize",
-            "no",
-            "--logfile",
-            "",
-        ]
-        if self.appendfsync:
-            args += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        client.close()
-
-    def kill(self) -> None:
-        """SIGKILL: Redis keeps only what its append-only file has on disk."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-            self.process = None
 
 
 class TestClient(testclient.TestClient):

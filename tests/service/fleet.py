@@ -14,7 +14,7 @@ import numpy as np
 from service.durability.feedback_log import decode_record
 from service.durability.store import decode
 from service.http.schemas import spec_from_json
-from service.model.kinds import Limits, build, plan
+from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 from service.scale.keys import RedisKeys
 
@@ -98,7 +98,7 @@ def replayed(name: str, header: dict, records: list[bytes]) -> LiveModel:
     """The model rebuilt in this process from its create request and its whole log."""
     model_spec = spec_from_json(header["spec"])
     checked = plan(model_spec, Limits(sys.maxsize, sys.maxsize, 50_000))
-    live = LiveModel(name, model_spec, checked, build(checked), 1000)
+    live = LiveModel(name, model_spec, checked, 1000)
     live.replay((str(i), record) for i, record in enumerate(records, start=1))
     return live
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from benchmarks.servers import ServiceProcess, free_port
 from core.datasets import data_dir, load_svmlight
 from service import client as lz
 from service import main
@@ -25,9 +26,7 @@ from service.config import Settings
 from service.exceptions import CODES
 from service.http.errors import status_of
 from service.main import create_app
-from tests.service.conftest import free_port
 from tests.service.durability.test_idempotency import whole_frames
-from tests.service.server import ServiceProcess
 from tests.service.test_end_to_end import ServerThread
 
 

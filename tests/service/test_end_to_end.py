@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +11,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from benchmarks.servers import ServiceProcess, free_port
 from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.datasets import data_dir, load_svmlight
@@ -23,8 +20,6 @@ from core.linear import LinearPA
 from core.registry import state_digest
 from service.config import Settings
 from service.main import create_app
-from tests.service.conftest import free_port
-from tests.service.server import ServiceProcess
 
 
 class ServerThread:
@@ -158,7 +153,7 @@ def test_concurrent_feedback_is_some_sequential_order(tmp_path):
             list(pool.map(worker, range(n_threads)))
         live = app.state.components.models.get("m")
         served = state_digest(live.estimator.get_state())
-        assert live.n_learned == X.shape[0]
+        assert live.champion.counters.examples_learned == X.shape[0]
     versions = sorted(v for v, _ in acknowledged)
     assert versions == list(range(1, n_threads * per_thread + 1))
     reference = Averaged(
@@ -171,34 +166,15 @@ def test_concurrent_feedback_is_some_sequential_order(tmp_path):
 
 @pytest.mark.parametrize("store", ["local", "redis"])
 def test_snapshot_kill_restart_gives_identical_predictions(tmp_path, store, request):
-    env = dict(os.environ, LORENTZTRON_SNAPSHOT_INTERVAL="3600")
+    env = {"LORENTZTRON_SNAPSHOT_INTERVAL": "3600"}
     if store == "redis":
         server = request.getfixturevalue("redis_server")
         env["LORENTZTRON_REDIS_URL"] = server.url
     else:
         env["LORENTZTRON_SNAPSHOT_DIR"] = str(tmp_path / "snapshots")
     instances = {"instances": [{"x": [0.5, -1.0, 2.0, 0.0]}, {"features": {"a": 1.0}}]}
-
-    def start():
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service.ops.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    return process, url
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-
-    process, url = start()
+    service = ServiceProcess(env)
+    url = service.start().url
     try:
         spec = {
             "name": "m",
@@ -223,17 +199,15 @@ def test_snapshot_kill_restart_gives_identical_predictions(tmp_path, store, requ
             for v in ("live", "averaged")
         }
     finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    process, url = start()
+        service.kill()
+    url = service.start().url
     try:
         after = {
             v: httpx.post(f"{url}/v1/models/m/predict?variant={v}", json=instances).json()
             for v in ("live", "averaged")
         }
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        service.stop()
     for variant in ("live", "averaged"):
         assert after[variant]["version"] == before[variant]["version"] == 1
         assert [p["score"] for p in after[variant]["predictions"]] == [

@@ -7,8 +7,9 @@ import time
 
 import httpx
 
+from benchmarks.servers import free_port
 from service.main import create_app
-from tests.service.conftest import TestClient, free_port, wait_for
+from tests.service.conftest import TestClient, wait_for
 
 
 def test_health_readiness_and_openapi(settings):

@@ -12,6 +12,7 @@ from service.http.bodies import media_type
 from service.http.deps import App, Components, Write
 from service.http.openapi import errors, feedback_body
 from service.http.schemas import FeedbackResponse
+from service.ops import failpoints
 
 router = APIRouter(prefix="/v1/models", tags=["feedback"])
 
@@ -20,7 +21,7 @@ router = APIRouter(prefix="/v1/models", tags=["feedback"])
     "/{name}/feedback",
     response_model=FeedbackResponse,
     dependencies=[Write],
-    responses=errors(401, 403, 404, 413, 415, 422, 503),
+    responses=errors(401, 403, 404, 408, 413, 415, 422, 503),
     openapi_extra=feedback_body(),
 )
 async def feedback(name: str, request: Request, app: App) -> JSONResponse:
@@ -54,6 +55,8 @@ async def serve(app: Components, name: str, headers, body: Callable[[], Awaitabl
     key = key_of(headers.get(HEADER), "feedback", media_type(content_type), data)
     live = app.models.enter(name)
     try:
-        return await app.groups.submit(live, content_type, data, key)
+        answer = await app.groups.submit(live, content_type, data, key)
     finally:
         app.models.leave(live)
+    failpoints.reach("feedback.answer")
+    return answer

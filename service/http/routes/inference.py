@@ -23,13 +23,16 @@ import struct
 import numpy as np
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter, ValidationError
 
 from core import __version__
 from core.features import as_batch
-from service.exceptions import InvalidRequest, NotFound
+from service.exceptions import InvalidRequest, NotFound, TooLarge
+from service.http.bodies import json_document
 from service.http.deps import App, Components, Read
+from service.http.errors import shown
 from service.http.openapi import errors
-from service.http.schemas import InferenceErrorResponse
+from service.http.schemas import FiniteFloat, InferenceErrorResponse
 from service.http.threads import run_sync
 from service.model.live import LiveModel
 
@@ -37,18 +40,35 @@ router = APIRouter(prefix="/v2", tags=["inference (V2)"])
 
 HEADER_LENGTH = "inference-header-content-length"
 INPUT_TYPES = {"FP32": "<f4", "FP64": "<f8"}
+#: most digits of ``Inference-Header-Content-Length`` (more than any body the service takes)
+HEADER_DIGITS = 18
 _BYTES = struct.Struct("<I")
+_INT64 = np.iinfo(np.int64)
+#: JSON tensor data: numbers only (no strings, no booleans), finite; flat or one list per row
+_FLAT = TypeAdapter(list[FiniteFloat])
+_ROWS = TypeAdapter(list[list[FiniteFloat]])
 
 #: what the model routes may answer (503: the service is starting)
 MODEL_ERRORS = errors(401, 403, 404, 422, 503, model=InferenceErrorResponse)
+#: ... and infer (413: more rows than ``MAX_BATCH``, or a body over the limit; 408: a body
+#: not received in time)
+INFER_ERRORS = errors(401, 403, 404, 408, 413, 422, 503, model=InferenceErrorResponse)
 _TENSOR = {
     "type": "object",
     "required": ["name", "shape", "datatype"],
     "properties": {
         "name": {"type": "string"},
-        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "shape": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0},
+            "description": "[n, n_features], n at most `MAX_BATCH`",
+        },
         "datatype": {"type": "string", "enum": sorted(INPUT_TYPES)},
-        "data": {"type": "array", "description": "row-major numbers, flat or nested"},
+        "data": {
+            "type": "array",
+            "description": "row-major numbers (no strings or booleans), finite and within "
+            "the datatype's range: flat, or one list per row",
+        },
         "parameters": {
             "type": "object",
             "description": "binary_data_size: the tensor's bytes in the binary part",
@@ -123,9 +143,13 @@ def _model(app: Components, name: str, version: str | None = None) -> LiveModel:
 
 
 def _label_type(live: LiveModel) -> str:
+    """FP64 for regression and ordinal models, INT64 for integer classes that fit it, else
+    BYTES (text classes, or integers beyond int64: sent as their decimal text)."""
     if live.family.regression or live.plan.family == "ordinal":
         return "FP64"
-    return "INT64" if all(isinstance(c, int) for c in live.classes) else "BYTES"
+    if all(isinstance(c, int) and _INT64.min <= c <= _INT64.max for c in live.classes):
+        return "INT64"
+    return "BYTES"
 
 
 def _per_class(live: LiveModel) -> bool:
@@ -180,7 +204,7 @@ def model_version_ready(name: str, version: str, app: App) -> dict:
 @router.post(
     "/models/{name}/infer",
     dependencies=[Read],
-    responses=MODEL_ERRORS,
+    responses=INFER_ERRORS,
     openapi_extra=INFER_BODY,
 )
 async def infer(name: str, request: Request, app: App) -> Response:
@@ -191,7 +215,7 @@ async def infer(name: str, request: Request, app: App) -> Response:
 @router.post(
     "/models/{name}/versions/{version}/infer",
     dependencies=[Read],
-    responses=MODEL_ERRORS,
+    responses=INFER_ERRORS,
     openapi_extra=INFER_BODY,
 )
 async def infer_version(name: str, version: str, request: Request, app: App) -> Response:
@@ -209,10 +233,10 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
     head, binary = _split(body, length)
     with app.models.use(name) as live:
         _model(app, name, version)
-        X = _input(head, binary, live.n_features)
+        X = _input(head, binary, live.n_features, app.settings.max_batch)
         variant = _object(head.get("parameters"), "parameters").get("variant", "live")
         if not isinstance(variant, str) or variant not in ("live", "averaged"):
-            raise _invalid(f"parameter variant: 'live' or 'averaged', not {variant!r}")
+            raise _invalid(f"parameter variant: 'live' or 'averaged', not {shown(variant)}")
         try:
             batch = as_batch(X, live.n_features)
         except ValueError as error:
@@ -245,50 +269,74 @@ def _split(body: bytes, length: str | None) -> tuple[dict, memoryview]:
     """The JSON head of a request and its binary part (the binary data extension)."""
     size = len(body)
     if length is not None:
-        if not length.isdigit() or int(length) > len(body):
-            raise _invalid(f"{HEADER_LENGTH}: {length!r} is not a length within the body")
+        # ASCII digits only (str.isdigit also takes "²", which int() refuses), and few enough
+        # for int() (which refuses more than 4,300)
+        if not (length.isascii() and length.isdigit() and len(length) <= HEADER_DIGITS):
+            raise _invalid(f"{HEADER_LENGTH}: {shown(length)} is not a length in bytes")
         size = int(length)
-    try:
-        head = json.loads(body[:size])
-    except ValueError as error:
-        raise InvalidRequest("malformed_json", f"the body is not valid JSON: {error}") from None
+        if size > len(body):
+            raise _invalid(f"{HEADER_LENGTH}: {size} is beyond the body's {len(body)} bytes")
+    head = json_document(body[:size])
     if not isinstance(head, dict):
         raise _invalid("the request must be a JSON object")
     return head, memoryview(body)[size:]
 
 
-def _input(head: dict, binary: memoryview, n_features: int) -> np.ndarray:
-    """The one input tensor, as an ``[n, n_features]`` float64 array."""
+def _input(head: dict, binary: memoryview, n_features: int, max_batch: int) -> np.ndarray:
+    """The one input tensor, as an ``[n, n_features]`` float64 array: its shape checked
+    (``n`` at most ``max_batch``) before its data are read."""
     inputs = head.get("inputs")
     if not isinstance(inputs, list) or len(inputs) != 1 or not isinstance(inputs[0], dict):
         raise _invalid("give exactly one input tensor (inputs: [{name, shape, datatype, data}])")
     tensor = inputs[0]
     datatype, shape = tensor.get("datatype"), tensor.get("shape")
     if not isinstance(datatype, str) or datatype not in INPUT_TYPES:
-        raise _invalid(f"input datatype {datatype!r}: FP32 or FP64")
+        raise _invalid(f"input datatype {shown(datatype)}: FP32 or FP64")
     if (
         not isinstance(shape, list)
         or len(shape) != 2
-        or not all(isinstance(n, int) and n >= 0 for n in shape)
+        or not all(type(n) is int and n >= 0 for n in shape)  # (not bool, a subclass of int)
         or shape[1] != n_features
     ):
-        raise _invalid(f"input shape {shape!r}: [n, {n_features}]")
+        raise _invalid(f"input shape {shown(shape)}: [n, {n_features}]")
+    if shape[0] > max_batch:
+        raise TooLarge("batch_too_large", f"at most {max_batch} instances (shape[0])")
     count = shape[0] * shape[1]
+    dtype = np.dtype(INPUT_TYPES[datatype])
     size = _object(tensor.get("parameters"), "inputs.0.parameters").get("binary_data_size")
     if size is not None:
-        itemsize = np.dtype(INPUT_TYPES[datatype]).itemsize
-        if type(size) is not int or size != count * itemsize or size > len(binary):
-            raise _invalid(f"binary_data_size {size!r} does not match the shape {shape}")
-        values = np.frombuffer(binary[:size], dtype=INPUT_TYPES[datatype])
+        if type(size) is not int or size != count * dtype.itemsize or size > len(binary):
+            raise _invalid(f"binary_data_size {shown(size)} does not match the shape {shape}")
+        values = np.frombuffer(binary[:size], dtype=dtype)
     else:
-        data = tensor.get("data")
-        try:
-            values = np.asarray(data, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise _invalid("input data must be numbers") from None
-        if values.size != count or isinstance(data, bool):
-            raise _invalid(f"input data holds {values.size} numbers, its shape {count}")
+        values = _json_data(tensor.get("data"), shape, datatype)
     return values.astype(np.float64).reshape(shape)
+
+
+def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
+    """A tensor's JSON ``data`` as an array of its ``datatype``: strictly numbers (no strings
+    or booleans, as ``/v1`` takes them), finite once in the datatype (FP32's range is
+    smaller), flat or one list per row; the count is checked before any value is read."""
+    count = shape[0] * shape[1]
+    if not isinstance(data, list):
+        raise _invalid("input data: a list of numbers, flat or one list per row")
+    nested = bool(data) and isinstance(data[0], list)
+    if len(data) != (shape[0] if nested else count):
+        held = f"{len(data)} {'rows' if nested else 'numbers'}"
+        raise _invalid(f"input data holds {held}, its shape {shape}")
+    try:
+        values = (_ROWS if nested else _FLAT).validate_python(data)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = "".join(f"[{part}]" for part in first["loc"])
+        raise _invalid(f"input data{where}: {first['msg']}") from None
+    if nested and any(len(row) != shape[1] for row in values):
+        raise _invalid(f"input data: every row holds {shape[1]} numbers")
+    with np.errstate(over="ignore"):
+        array = np.array(values, dtype=INPUT_TYPES[datatype]).reshape(-1)
+    if not np.isfinite(array).all():  # (finite float64 values beyond FP32's range)
+        raise _invalid(f"input data: a value is beyond the range of {datatype}")
+    return array
 
 
 def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
@@ -303,7 +351,7 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
     for output in asked:
         name = output.get("name")
         if not isinstance(name, str) or name not in outputs:
-            raise _invalid(f"output {name!r}: this model gives {sorted(outputs)}")
+            raise _invalid(f"output {shown(name)}: this model gives {sorted(outputs)}")
         datatype, values = outputs[name]
         array = _array(datatype, values)
         entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}

@@ -1,41 +1,81 @@
-"""Create, list, inspect and delete models."""
+"""Create, list, inspect, export, import and delete models."""
+
+import logging
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
 
 from service.durability.idempotency import HEADER, answer_headers, key_of
 from service.durability.interchange import MEDIA_TYPE
-from service.http.deps import App, Read, Write
-from service.http.openapi import errors
+from service.exceptions import TooLarge, UnsupportedMediaType
+from service.http import bodies
+from service.http.deps import App, Components, Export, Read, Write
+from service.http.errors import shown
+from service.http.openapi import errors, json_body
 from service.http.schemas import CreateModel, ModelInfo, ModelList
 from service.http.threads import run_sync
+from service.http.views import model_info
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+log = logging.getLogger("lorentztron")
 
+#: the media types of a model file that an import reads
+MODEL_FILE_TYPES = (MEDIA_TYPE, "application/octet-stream")
+#: the largest create body (a spec is a few hundred bytes; a thousand long class names fit):
+#: pydantic parses a body in one call that holds the GIL, so a body of megabytes would hold
+#: the event loop even from a handler thread
+CREATE_BODY_BYTES = 1 << 20
 
 #: the route options of what creates a model (a create, an import)
 CREATES = {
     "status_code": 201,
     "response_model": ModelInfo,
     "dependencies": [Write],
-    "responses": errors(401, 403, 409, 413, 422, 503),
+    "responses": errors(401, 403, 408, 409, 413, 415, 422, 503),
 }
 
 
-@router.post("", **CREATES)
-def create_model(spec: CreateModel, app: App, request: Request, response: Response) -> dict:
+@router.post("", **CREATES, openapi_extra=json_body(CreateModel))
+async def create_model(app: App, request: Request, response: Response) -> dict:
     """Create a named model; it is durable (its first snapshot written) before the answer.
     With an `Idempotency-Key`, a retry gets the first answer again."""
-    key = key_of(request.headers.get(HEADER), "create", "", spec.model_dump_json().encode())
-    answer = app.models.create(spec, key)
-    response.headers["Location"] = f"/v1/models/{spec.name}"
+    data = await request.body()
+    if len(data) > CREATE_BODY_BYTES:
+        raise TooLarge(
+            "payload_too_large",
+            f"a create request is at most {CREATE_BODY_BYTES} bytes",
+            {"limit": CREATE_BODY_BYTES},
+        )
+    content_type, header = request.headers.get("content-type"), request.headers.get(HEADER)
+    # parsed in a handler thread (the create blocks there anyway), not on the event loop
+    name, answer = await run_sync(app.executor, _create, app, content_type, header, data)
+    response.headers["Location"] = f"/v1/models/{name}"
     response.headers.update(answer_headers(answer) or {})
     return answer
 
 
+def _create(app: Components, content_type: str | None, header: str | None, data: bytes):
+    """The name and answer of a create request's body (in a handler thread)."""
+    spec = bodies.create_request(content_type, data)
+    key = key_of(header, "create", "", spec.model_dump_json().encode())
+    return spec.name, app.models.create(spec, model_info, key)
+
+
 @router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
 def list_models(app: App) -> dict:
-    """Every live model with its counters and progressive metrics."""
-    return {"models": [live.info() for live in app.models.serving()]}
+    """Every live model with its counters and progressive metrics. A model whose info cannot
+    be built (a bug) is left out of the list, and logged with its error."""
+    return {"models": [info for info in map(_info, app.models.serving()) if info is not None]}
+
+
+def _info(live) -> dict | None:
+    """A model's info for the list; None (logged with its traceback) if it cannot be built:
+    one broken model never takes the list down."""
+    try:
+        return live.describe(model_info)
+    except Exception:
+        log.exception("could not describe model %s", live.name)
+        return None
 
 
 @router.get(
@@ -43,7 +83,7 @@ def list_models(app: App) -> dict:
 )
 def get_model(name: str, app: App) -> dict:
     """One model: config, counters, version and progressive metrics."""
-    return app.models.get(name).info()
+    return app.models.get(name).describe(model_info)
 
 
 @router.delete(
@@ -57,7 +97,7 @@ def delete_model(name: str, app: App) -> Response:
 
 @router.get(
     "/{name}/export",
-    dependencies=[Read],
+    dependencies=[Export],
     response_class=Response,
     responses={
         200: {
@@ -69,12 +109,29 @@ def delete_model(name: str, app: App) -> Response:
 )
 def export_model(name: str, app: App) -> Response:
     """The model as it is now, as a safetensors file (arrays as tensors, spec and counters
-    in its metadata): `PUT /v1/models/{name}` and `lorentztron eval` read it."""
-    return Response(
-        app.models.export(name),
+    in its metadata): `PUT /v1/models/{name}` and `lorentztron eval` read it. It needs a
+    write key when write keys are set (the weights are worth as much as the right to replace
+    them); otherwise a read key when read keys are set. The file is written once, then
+    streamed: a slow reader holds no copy of the model in memory."""
+    file, size = app.models.export(name)
+    return StreamingResponse(
+        _chunks(file),
         media_type=MEDIA_TYPE,
-        headers={"Content-Disposition": f'attachment; filename="{name}.safetensors"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}.safetensors"',
+            "Content-Length": str(size),
+        },
     )
+
+
+def _chunks(file, size: int = 1 << 20):
+    """The file's bytes in chunks (read in a thread by Starlette), then the file closed (a
+    client gone away: when the generator is collected)."""
+    try:
+        while chunk := file.read(size):
+            yield chunk
+    finally:
+        file.close()
 
 
 @router.put(
@@ -83,17 +140,34 @@ def export_model(name: str, app: App) -> Response:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "description": "A model file (`GET /v1/models/{name}/export`, `lorentztron learn`)",
-            "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+            "description": "A model file (`GET /v1/models/{name}/export`, `lorentztron learn`), "
+            f"sent as `{MEDIA_TYPE}` or `application/octet-stream` (any other type: 415)",
+            "content": {
+                media: {"schema": {"type": "string", "format": "binary"}}
+                for media in MODEL_FILE_TYPES
+            },
         }
     },
 )
 async def import_model(name: str, request: Request, app: App, response: Response) -> dict:
     """Create the model `name` from a safetensors model file (an import); durable before
-    the answer, like a create (409 if the name is taken). Takes an `Idempotency-Key`."""
+    the answer, like a create (409 if the name is taken). The whole file is checked first:
+    a bad one is a 422 and nothing is created. Takes an `Idempotency-Key`."""
+    media = bodies.media_type(request.headers.get("content-type"))
+    if media not in MODEL_FILE_TYPES:  # refused before the body is read
+        raise UnsupportedMediaType(
+            "unsupported_media_type",
+            f"unsupported Content-Type {shown(media)}; send a model file as "
+            f"{' or '.join(MODEL_FILE_TYPES)}",
+        )
     data = await request.body()
-    key = key_of(request.headers.get(HEADER), "import", name, data)
-    answer = await run_sync(app.executor, app.models.import_model, data, name, key)
+    header = request.headers.get(HEADER)
+    answer = await run_sync(app.executor, _import, app, name, header, data)
     response.headers["Location"] = f"/v1/models/{name}"
     response.headers.update(answer_headers(answer) or {})
     return answer
+
+
+def _import(app: Components, name: str, header: str | None, data: bytes) -> dict:
+    """The answer of an import (in a handler thread: the key's digest of the file too)."""
+    return app.models.import_model(data, name, model_info, key_of(header, "import", name, data))

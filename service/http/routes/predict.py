@@ -9,7 +9,8 @@ from service.http import bodies
 from service.http.deps import App, Components, Read
 from service.http.openapi import errors, json_body
 from service.http.schemas import PredictRequest, PredictResponse
-from service.http.threads import run_sync
+from service.http.threads import INLINE_BODY_BYTES, run_sync
+from service.model.live import INLINE_WORK
 
 router = APIRouter(prefix="/v1/models", tags=["predict"])
 
@@ -26,7 +27,7 @@ _VARIANT = {
     "/{name}/predict",
     response_model=PredictResponse,
     dependencies=[Read],
-    responses=errors(401, 403, 404, 413, 415, 422),
+    responses=errors(401, 403, 404, 408, 413, 415, 422),
     openapi_extra={"parameters": [_VARIANT], **json_body(PredictRequest)},
 )
 async def predict(name: str, request: Request, app: App) -> JSONResponse:
@@ -35,15 +36,6 @@ async def predict(name: str, request: Request, app: App) -> JSONResponse:
         app, name, request.query_params.get("variant"), request.headers, request.body
     )
     return JSONResponse(answer)
-
-
-#: predict bodies up to this size are answered on the event loop when the model is free
-INLINE_BODY_BYTES = 16 * 1024
-#: ... and when the body's bytes times the model's floats per input feature (a bound on the
-#: scoring work: a non-zero takes a few bytes, and touches at most that many parameters)
-#: stay under this: a DoS model of rank 16 takes ~600 bytes x 64, a one-vs-one reduction
-#: over 40 classes (780 binary models) goes to a thread
-INLINE_WORK = 1 << 20
 
 
 async def serve(
@@ -86,6 +78,10 @@ def _predict(
     """The answer to a request parsed from ``data``, or None if ``blocking`` is false and its
     scoring work is not small or the model's lock is not free."""
     with app.models.use(name) as live:
+        # the body's bytes times the model's floats per input bound the scoring work (a
+        # non-zero takes a few bytes and touches at most that many parameters): a DoS model
+        # of rank 16 takes ~600 bytes x 64, a one-vs-one reduction over 40 classes (780
+        # binary models) goes to a thread
         if not blocking and len(data) * live.plan.floats > INLINE_WORK * live.n_features:
             return None
         rows = bodies.predict_rows(request, live, app.settings.max_batch)

@@ -8,6 +8,7 @@ from service.http.deps import App, Read, Write
 from service.http.openapi import errors
 from service.http.schemas import ModelInfo, SnapshotInfo, SnapshotList
 from service.http.threads import run_sync
+from service.http.views import model_info
 
 router = APIRouter(prefix="/v1/models", tags=["snapshots"])
 
@@ -57,6 +58,6 @@ def restore_snapshot(
     the restored state is written as the newest snapshot before the response. With an
     `Idempotency-Key`, a retry gets the first answer again (and restores nothing)."""
     key = key_of(request.headers.get(HEADER), f"restore {version}", "", b"")
-    answer = app.models.restore_snapshot(name, version, key)
+    answer = app.models.restore_snapshot(name, version, model_info, key)
     response.headers.update(answer_headers(answer) or {})
     return answer

@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from core import __version__
 from service.http.deps import App, Read
+from service.http.views import model_info
 
 router = APIRouter(tags=["status"])
 
@@ -20,7 +21,7 @@ def status_history(app: App, request: Request) -> dict:
     models = []
     now = time.time()
     for live in app.models.serving():
-        info = live.info()
+        info = live.describe(model_info)
         models.append(
             {
                 key: info[key]
@@ -34,7 +35,7 @@ def status_history(app: App, request: Request) -> dict:
                     "metrics",
                 )
             }
-            | {"snapshot_age_seconds": now - (live.last_snapshot_at or live.created_at)}
+            | {"snapshot_age_seconds": now - (live.record.last_snapshot_at or live.created_at)}
         )
     return {
         "service_version": __version__,

@@ -1,15 +1,11 @@
-"""The measurement's subprocesses start on entry and stop on exit."""
+"""The servers of the durability measurements log warnings only and take no snapshot while
+they are measured, unless a measurement says otherwise."""
 
-import socket
-import sys
-
-from benchmarks.service_durability.processes import Process, free_port
+from benchmarks.service_durability.processes import service
 
 
-def test_free_port_binds_and_a_process_stops_on_exit():
-    port = free_port()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
-    with Process([sys.executable, "-c", "import time; time.sleep(60)"]) as process:
-        assert process.process.poll() is None
-    assert process.process.poll() is not None
+def test_service_defaults_and_the_measurements_own_settings():
+    env = service({"LORENTZTRON_ROLE": "api", "LORENTZTRON_LOG_LEVEL": "info"}).env
+    assert env["LORENTZTRON_SNAPSHOT_INTERVAL"] == "3600"
+    assert env["LORENTZTRON_ROLE"] == "api" and env["LORENTZTRON_LOG_LEVEL"] == "info"
+    assert service({}).env["LORENTZTRON_LOG_LEVEL"] == "warning"

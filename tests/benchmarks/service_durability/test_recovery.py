@@ -1,7 +1,8 @@
 """The recovery benchmark's log: records the service reads back as a model's log."""
 
 from benchmarks.service_durability.recovery import write_log
-from service.durability.feedback_log import FileLog, decode_record
+from service.durability.feedback_log import decode_record
+from service.durability.file_log import FileLog
 
 
 def test_write_log_writes_single_example_records(tmp_path):

@@ -13,8 +13,8 @@ def main(what: str, model: str) -> None:
     import redis
 
     from service.config import Settings
-    from service.durability.feedback_log import RedisLog
-    from service.durability.store import RedisStore
+    from service.durability.redis_log import RedisLog
+    from service.durability.redis_store import RedisStore
 
     settings = Settings()
     if what == "log":

@@ -14,8 +14,8 @@ import uuid
 import httpx
 import pytest
 
+from benchmarks.servers import free_port
 from tests.deploy.containers.conftest import answers, health, scores, wait_until
-from tests.service.conftest import free_port
 
 pytestmark = pytest.mark.container
 

@@ -14,13 +14,16 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.servers import RedisServer, ServiceProcess
 from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
-from service.durability.feedback_log import FileLog, RedisLog, decode_record
-from service.durability.store import LocalStore, RedisStore, decode
-from tests.service.conftest import RedisServer
-from tests.service.server import ServiceProcess
+from service.durability.feedback_log import decode_record
+from service.durability.file_log import FileLog
+from service.durability.local_store import LocalStore
+from service.durability.redis_log import RedisLog
+from service.durability.redis_store import RedisStore
+from service.durability.store import decode
 
 N_FEATURES = 6
 SPEC = {

@@ -5,7 +5,6 @@ replicas (the answer kept in Redis beside the log)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import struct
 import threading
@@ -17,13 +16,15 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.servers import RedisServer, ServiceProcess, start_all
 from service.config import Settings
-from service.durability.feedback_log import RecordKey, RedisLog, decode_keyed, encode_record
+from service.durability.feedback_log import RecordKey, decode_keyed, encode_record
 from service.durability.idempotency import Answers, Key, key_of
+from service.durability.redis_log import RedisLog
 from service.exceptions import Conflict, InvalidRequest
 from service.main import create_app
-from tests.service.conftest import RedisServer, TestClient, create, wait_for
-from tests.service.server import ServiceProcess, roles, start_all
+from tests.service.conftest import TestClient, create, wait_for
+from tests.service.server import roles
 
 
 def key(name="k1", body=b"{}", endpoint="feedback") -> Key:
@@ -261,29 +262,25 @@ def whole_frames(folder) -> int:
     return count
 
 
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): its state in ``/proc``."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
 def kill_between_append_and_answer(service: ServiceProcess, logged, body: bytes, key: str):
-    """Post a large keyed body, stop the server (SIGSTOP) as soon as its record is in the
-    log, check that no answer was sent, and SIGKILL it: the request was appended and never
-    answered. Tried again with another key and a larger body if the answer came too quickly
-    to catch. Returns the body, its key and the model as it was before it."""
-    for attempt in range(4):
-        before = httpx.get(f"{service.url}/v1/models/m").json()
-        records = logged()
-        outcome = post_in_background(service.url, body, key)
-        deadline = time.monotonic() + 60
-        while logged() == records and time.monotonic() < deadline and "response" not in outcome:
-            time.sleep(0.001)
-        os.kill(service.process.pid, signal.SIGSTOP)
-        outcome["thread"].join(timeout=1.0)
-        if "response" not in outcome:
-            assert logged() == records + 1, "the record never reached the log"
-            service.kill()
-            outcome["thread"].join(timeout=10)
-            assert "error" in outcome
-            return body, key, before
-        os.kill(service.process.pid, signal.SIGCONT)  # answered first: use another key
-        key, body = f"{key}-{attempt}", body + body
-    pytest.fail("could not stop the server between the append and the answer")
+    """Post a large keyed body to a service whose failpoint ``feedback.answer`` stops it once
+    the request is learned and durable, before it answers; check that its record is in the
+    log and no answer was sent, and SIGKILL it. Returns the model as it was before."""
+    before = httpx.get(f"{service.url}/v1/models/m").json()
+    records = logged()
+    outcome = post_in_background(service.url, body, key)
+    wait_for(lambda: stopped(service.process.pid), timeout=60)
+    assert logged() == records + 1, "the record is not in the log"
+    service.kill()
+    outcome["thread"].join(timeout=10)
+    assert "error" in outcome and "response" not in outcome
+    return before
 
 
 def check_retry_learns_once(service: ServiceProcess, body: bytes, key: str, before: dict):
@@ -310,6 +307,7 @@ def test_sigkill_between_append_and_answer(tmp_path, store):
         "LORENTZTRON_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
         "LORENTZTRON_SNAPSHOT_INTERVAL": "3600",
         "LORENTZTRON_LOG_LEVEL": "warning",
+        "LORENTZTRON_FAILPOINTS": "feedback.answer=stop",
     }
     redis_server = None
     if store == "redis":
@@ -330,10 +328,10 @@ def test_sigkill_between_append_and_answer(tmp_path, store):
     try:
         service.start()
         assert httpx.post(f"{service.url}/v1/models", json=SPEC).status_code == 201
-        body, key, before = kill_between_append_and_answer(
-            service, logged, svmlight(20_000, seed=1), "bulk-1"
-        )
-        check_retry_learns_once(service, body, key, before)
+        body = svmlight(2_000, seed=1)
+        before = kill_between_append_and_answer(service, logged, body, "bulk-1")
+        service.env.pop("LORENTZTRON_FAILPOINTS")  # restarted without it
+        check_retry_learns_once(service, body, "bulk-1", before)
     finally:
         service.kill()
         if redis_server is not None:
@@ -380,5 +378,83 @@ def test_api_replicas_answer_a_retry_from_redis(tmp_path):
     finally:
         client.close()
         for process in (*replicas, learner):
+            process.kill()
+        redis_server.stop()
+
+
+# -- a lost Redis reply ----------------------------------------------------------------------
+@pytest.mark.parametrize("role", ["all", "api"])
+def test_a_keyed_retry_after_a_lost_redis_reply_is_applied_once(tmp_path, role):
+    """A keyed feedback whose Redis append lands but whose reply is lost answers 503
+    ``log_unavailable`` saying the examples may have been logged. A retry with the key gets
+    the first outcome (``Idempotent-Replayed``) and the examples are learned once, whether the
+    retry comes first (``once-1``) or another request comes between (``once-2``). Role
+    ``all``: Redis paused (SIGSTOP) during the append, as an outage does it; api role: the
+    failpoint ``redis_log.appended`` (its first Redis call is the key's look-up, which a pause
+    would fail before anything is appended)."""
+    redis_server = RedisServer(tmp_path)
+    redis_server.start()
+    client = redis.Redis.from_url(redis_server.url)
+    stream = RedisLog(client).key("m")
+    env = {"LORENTZTRON_REDIS_URL": redis_server.url, "LORENTZTRON_LOG_LEVEL": "warning"}
+    if role == "all":
+        learner = target = ServiceProcess(env, tmp_path / "service.log")
+        processes = [target]
+    else:
+        learner, [target] = roles(redis_server.url, tmp_path, replicas=1)
+        target.env["LORENTZTRON_FAILPOINTS"] = "redis_log.appended=raise*2"
+        processes = [learner, target]
+
+    def post(body: dict, key: str | None = None) -> httpx.Response:
+        headers = {"Idempotency-Key": key} if key else {}
+        url = f"{target.url}/v1/models/m/feedback"
+        return httpx.post(url, json=body, headers=headers, timeout=30)
+
+    def lose_reply(body: dict, key: str) -> httpx.Response:
+        if role != "all":
+            return post(body, key)
+        redis_server.process.send_signal(signal.SIGSTOP)
+        try:
+            return post(body, key)
+        finally:
+            redis_server.process.send_signal(signal.SIGCONT)
+
+    def appended() -> int:  # every entry ever added (a snapshot trims the stream)
+        if not client.exists(stream):
+            return 0
+        return client.xinfo_stream(stream)["entries-added"]
+
+    def learned() -> int:
+        return httpx.get(f"{learner.url}/v1/models/m", timeout=5).json()["examples_learned"]
+
+    body = {"examples": [{"x": [0.5] * N_FEATURES, "label": 1}]}
+    try:
+        start_all(processes)
+        assert httpx.post(f"{target.url}/v1/models", json=SPEC).status_code == 201
+        wait_for(lambda: httpx.get(f"{learner.url}/v1/models/m").status_code == 200, timeout=30)
+        # (the log's scripts loaded in Redis; the api's failpoint is for the keyed requests)
+        warm = httpx.post(f"{learner.url}/v1/models/m/feedback", json=body, timeout=30)
+        assert warm.status_code == 200
+        wait_for(lambda: learned() == 1, timeout=30)
+        for key in ("once-1", "once-2"):
+            before, count = appended(), learned()
+            lost = lose_reply(body, key)
+            assert lost.status_code == 503, lost.text
+            error = lost.json()["error"]
+            assert error["code"] == "log_unavailable" and "may have been logged" in error["message"]
+            wait_for(lambda before=before: appended() == before + 1, timeout=10)  # it landed
+            between = key == "once-2"
+            if between:  # another request between: it learns the lost record first
+                assert post({"examples": body["examples"] * 2}).status_code == 200
+            for _ in range(2):
+                again = post(body, key)
+                assert again.status_code == 200, again.text
+                assert again.headers["idempotent-replayed"] == "true"
+            expected = count + 1 + 2 * between
+            wait_for(lambda expected=expected: learned() == expected, timeout=30)
+            assert appended() == before + 1 + between
+    finally:
+        client.close()
+        for process in processes:
             process.kill()
         redis_server.stop()

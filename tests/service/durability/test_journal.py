@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from core.features import as_batch
-from service.durability.feedback_log import FileLog, LogUnavailable, ModelGone, decode_record
+from service.durability.feedback_log import LogUnavailable, ModelGone, decode_record
+from service.durability.file_log import FileLog
 from service.durability.journal import Feedback, Journal
 from service.exceptions import NotFound, Unavailable
 

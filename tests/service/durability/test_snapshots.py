@@ -12,11 +12,13 @@ import threading
 import numpy as np
 
 from core.features import batch_from_rows
+from service.durability.redis_store import RedisStore
 from service.durability.snapshots import SnapshotWriter
-from service.durability.store import RedisStore, decode, read_header
+from service.durability.store import decode, read_header
 from service.http.schemas import CreateModel
+from service.http.views import model_info
 from service.main import create_app
-from service.model.kinds import Limits, build, plan
+from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 from service.ops.metrics import Metrics
 from service.scale import deltas
@@ -31,13 +33,13 @@ def chained(redis_server) -> tuple[LiveModel, SnapshotWriter, RedisStore]:
         {"name": "m", "kind": "dos", "params": {"rank": 2}, "input": {"n_features": N_FEATURES}}
     )
     checked = plan(spec, Limits(1 << 20, 100, 50_000))
-    live = LiveModel("m", spec, checked, build(checked), metrics_window=10)
+    live = LiveModel("m", spec, checked, metrics_window=10)
     store = RedisStore(redis_server.url, prefix="t")
     writer = SnapshotWriter(store, Metrics(), retention=3, full_every=1000)
-    live.save_held(lambda capture: writer.write(live, capture, create=True))
+    live.save_held(lambda capture: writer.write(live, capture, create=True), model_info)
     learn(live, 0)
     writer.publish(live)  # the chain starts with a full snapshot
-    assert isinstance(live.publication, deltas.Chain)
+    assert isinstance(live.record.publication, deltas.Chain)
     return live, writer, store
 
 
@@ -65,13 +67,17 @@ def test_the_workers_snapshot_is_written_by_the_next_publication(redis_server):
     # the worker asks while a publication holds the model's snapshot lock: it does not wait
     with live.snapshot_lock:
         assert returns_at_once(lambda: writer.snapshot(live, wait=False))
-    assert live.publication.full_due and store.latest("m") == first
+    assert live.record.publication.full_due and store.latest("m") == first
     writer.publish(live)  # the delta of this version, and the full snapshot in the background
     wait_for(lambda: store.latest("m") == live.version)
-    assert not live.publication.full_due
+    assert not live.record.publication.full_due
     header, state = decode(store.load("m"))
-    digest = deltas.RowDigest(live.publication.digest.axes)
-    assert digest.reset(state["arrays"]) == int(header["digest"]) == live.publication.digest.total
+    digest = deltas.RowDigest(live.record.publication.digest.axes)
+    assert (
+        digest.reset(state["arrays"])
+        == int(header["digest"])
+        == live.record.publication.digest.total
+    )
     assert store.head("m") == live.version  # its delta too: the chain goes on through it
 
 

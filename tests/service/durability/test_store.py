@@ -1,20 +1,26 @@
-import threading
+"""The snapshot format (``service.durability.store``): a bit-exact round trip, corruption
+detected; and ``exercise_store``, the contract of a ``SnapshotStore`` that every backend's
+tests run."""
+
+import hashlib
+import json
+import math
+import struct
 
 import numpy as np
 import pytest
-import redis
 
 from core.averaging import Averaged
 from core.dos import DoSClassifier
+from core.metrics import ProgressiveValidation
+from core.mofm.reservoir import Reservoir
 from core.registry import state_digest
-from service.durability.store import (
-    LocalStore,
-    RedisStore,
-    SnapshotError,
-    decode,
-    encode,
-    read_header,
-)
+from service.durability import capture
+from service.durability.capture import ANSWERS, MODEL, PROGRESSIVE, RESERVOIR
+from service.durability.store import MAGIC, SnapshotError, decode, encode, read_header
+
+#: a create request (snapshots keep the model's)
+DOS = {"name": "m", "kind": "dos", "input": {"n_features": 5}}
 
 
 def trained_state(seed=0):
@@ -26,10 +32,10 @@ def trained_state(seed=0):
 
 def test_round_trip_is_bit_exact():
     state = trained_state()
-    blob = encode("m", 7, {"name": "m"}, state, created_at=123.0)
+    blob = encode("m", 7, DOS, state, created_at=123.0)
     header, decoded = decode(blob)
     assert header["model"] == "m" and header["version"] == 7 and header["created_at"] == 123.0
-    assert header["spec"] == {"name": "m"}
+    assert header["spec"] == DOS
     assert state_digest(decoded) == state_digest(state)
     assert read_header(blob)["version"] == 7
     data = bytes(blob)  # (a memoryview of the one buffer it was built in)
@@ -37,7 +43,7 @@ def test_round_trip_is_bit_exact():
 
 
 def test_corruption_is_detected():
-    blob = bytes(encode("m", 1, {}, trained_state()))
+    blob = bytes(encode("m", 1, DOS, trained_state()))
     flipped = bytearray(blob)
     flipped[-5] ^= 0xFF
     with pytest.raises(SnapshotError, match="checksum"):
@@ -52,7 +58,7 @@ def exercise_store(store):
     assert store.models() == []
     with pytest.raises(SnapshotError):
         store.load("m")
-    blobs = {v: encode("m", v, {}, trained_state(v)) for v in (1, 2, 3)}
+    blobs = {v: encode("m", v, DOS, trained_state(v)) for v in (1, 2, 3)}
     for v, blob in blobs.items():
         store.save("m", v, blob, retention=2)
     assert store.models() == ["m"]
@@ -72,166 +78,135 @@ def exercise_store(store):
     store.ping()
 
 
-def test_local_store(tmp_path):
-    store = LocalStore(tmp_path / "snaps")
-    exercise_store(store)
-    # a crashed write leaves a temporary file that never counts as a snapshot
-    store.save("m", 1, encode("m", 1, {}, trained_state()), retention=3)
-    (tmp_path / "snaps" / "m" / ".000000000002.snap.999.tmp").write_bytes(b"half")
-    assert [meta.version for meta in store.versions("m")] == [1]
-    assert decode(store.load("m"))[0]["version"] == 1
+# -- snapshots built to attack the restore ------------------------------------------------------
+SPEC = {"name": "m", "kind": "mofm", "input": {"n_features": 5}, "classes": ["a", "b", "c"]}
 
 
-def test_local_store_concurrent_saves(tmp_path):
-    """Threads saving snapshots of one model at once (the worker's and the snapshot route's)
-    all succeed; the latest is the newest version and old ones are pruned."""
-    store = LocalStore(tmp_path)
-    blob = bytes(encode("m", 0, {}, trained_state()))
-    start = threading.Barrier(8)
-    errors = []
-
-    def writer(first: int):
-        start.wait()
-        try:
-            for version in range(first, 200, 8):
-                store.save("m", version, blob, retention=3)
-                store.versions("m")
-        except Exception as error:  # noqa: BLE001 (reported below)
-            errors.append(error)
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    assert (tmp_path / "m" / "LATEST").read_text() == "199"
-    names = {path.name for path in (tmp_path / "m").iterdir()}  # no temporary files left
-    assert names == {"LATEST"} | {f"{v:012d}.snap" for v in (197, 198, 199)}
+def snapshot() -> bytes:
+    """A valid snapshot with every part of the service's state: counters, progressive
+    metrics, an answer and a refit window."""
+    progressive = ProgressiveValidation(window=4, loss="hinge")
+    progressive.update([True, False, True, True, False], [0.0, 1.5, 0.0, 0.0, 2.0])
+    window = Reservoir(size=3, n_features=5)
+    for label in ("a", "c"):
+        window.add(np.ones(5), label)
+    answer = {"key": "k1", "fingerprint": "0" * 32, "at": 1.7e9, "body": {"version": 1}}
+    service = {
+        MODEL: {"scalars": {"created_at": 1.7e9, "incarnation": "abc", "examples_learned": 5}},
+        PROGRESSIVE: progressive.get_state(),
+        ANSWERS: {"arrays": {"table": np.frombuffer(json.dumps(answer).encode(), np.uint8)}},
+        RESERVOIR: capture.reservoir_part(window.get_state(), "abc".index),
+    }
+    state = capture.with_service(trained_state(), service)
+    return bytes(encode("m", 3, SPEC, state, created_at=1.7e9, log_position=7))
 
 
-def test_redis_store(redis_server):
-    store = RedisStore(redis_server.url, prefix="test")
-    exercise_store(store)
-    store.save("m", 5, encode("m", 5, {}, trained_state()), retention=2)
-    keys = sorted(k.decode() for k in store.client.keys("*"))
-    assert keys == [
-        "test:model:{m}:latest",
-        "test:model:{m}:snapshot:5",
-        "test:model:{m}:versions",
-        "test:models",
-    ]
-    store.close()
+def reencoded(blob: bytes, change) -> bytes:
+    """A snapshot with its header changed in place by ``change(header)`` (or replaced by
+    what it returns), the payload kept and its checksum right: what the header says is
+    all that is wrong."""
+    (length,) = struct.unpack_from("<Q", blob, len(MAGIC))
+    start = len(MAGIC) + 8
+    header = json.loads(blob[start : start + length])
+    payload = blob[start + length :]
+    header = change(header) or header
+    if isinstance(header, dict):
+        header["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+    head = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return MAGIC + struct.pack("<Q", len(head)) + head + payload
 
 
-def test_redis_store_unreachable_fails_fast():
-    store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
-    with pytest.raises(redis.ConnectionError):
-        store.ping()
+def setting(*path, value):
+    def change(header):
+        for key in path[:-1]:
+            header = header[key]
+        header[path[-1]] = value
+
+    return change
 
 
-def test_redis_writes_of_a_deleted_incarnation_are_refused(redis_server):
-    """A process that has not yet seen a deletion (another api replica, a learner about to
-    publish) can neither snapshot nor log into the deleted model, nor into the model
-    created again under its name; a Redis that lost its data is written again."""
-    from service.durability.feedback_log import ModelGone, RedisLog
-    from service.durability.store import IncarnationGone
+def in_array(name: str, **descriptor):
+    def change(header):
+        next(d for d in header["arrays"] if d["name"] == name).update(descriptor)
 
-    store = RedisStore(redis_server.url, prefix="t")
-    log = RedisLog(store.client, prefix="t")
-    blob = bytes(encode("m", 0, {}, DoSClassifier(n_features=2, rank=1).get_state()))
-    store.save("m", 0, blob, retention=3, incarnation="first", create=True)
-    assert log.append_many("m", [b"r1"], "first")
-    store.save("m", 1, blob, retention=3, incarnation="first")
-    store.mark_deleting("m")
-    assert store.models() == []  # deleting: not listed for restore or discovery
-    store.delete("m")
-    log.delete("m")
-    store.clear_deleting("m")
-    with pytest.raises(IncarnationGone):
-        store.save("m", 2, blob, retention=3, incarnation="first")
-    with pytest.raises(ModelGone):
-        log.append_many("m", [b"late"], "first")
-    assert store.models() == [] and log.length("m") == 0
-    store.save("m", 0, blob, retention=3, incarnation="second", create=True)
-    with pytest.raises(IncarnationGone):
-        store.save("m", 5, blob, retention=3, incarnation="first")
-    with pytest.raises(ModelGone):
-        log.append_many("m", [b"late"], "first")
-    assert log.append_many("m", [b"r"], "second") and store.incarnation("m") == "second"
-    store.client.flushall()  # Redis lost everything: the live incarnation writes it again
-    store.save("m", 1, blob, retention=3, incarnation="second")
-    assert store.incarnation("m") == "second" and store.models() == ["m"]
-    store.client.delete(store.keys.incarnation("m"))
-    assert log.append_many("m", [b"r"], "second") and store.incarnation("m") == "second"
-    store.close()
+    return change
 
 
-def test_local_tombstones(tmp_path):
-    store = LocalStore(tmp_path)
-    blob = bytes(encode("m", 0, {}, DoSClassifier(n_features=2, rank=1).get_state()))
-    store.save("m", 0, blob, retention=3)
-    store.mark_deleting("m")
-    assert store.deleting() == ["m"] and store.models() == []
-    store.delete("m")
-    store.clear_deleting("m")
-    assert store.deleting() == [] and not (tmp_path / "m").exists()
+def every_scalar(suffix: str, value):
+    def change(header):
+        for name in header["scalars"]:
+            if name.endswith(suffix):
+                header["scalars"][name] = value
+
+    return change
 
 
-def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
-    """A blob goes to Redis a chunk per command (other clients' commands run between them)
-    and comes back whole."""
-    import service.durability.store
-
-    monkeypatch.setattr(service.durability.store, "UPLOAD_CHUNK", 400)
-    store = RedisStore(redis_server.url, prefix="c")
-    blob = bytes(encode("m", 1, {}, trained_state()))
-    assert len(blob) > 3 * 400
-    store.save("m", 1, blob, retention=2)
-    assert store.load("m") == blob
-    assert store.client.keys("c:model:{m}:upload:*") == []
-    for size in (400, 800, 801):  # one chunk; whole chunks; a short last chunk
-        store.save("m", 2, blob[:size], retention=2)
-        assert store.client.get(store.keys.snapshot("m", 2)) == blob[:size]
-    store.close()
+def filled_beyond_window(header):
+    window = next(d for d in header["arrays"] if d["name"] == PROGRESSIVE + "recent_")
+    window = window["shape"][1]
+    header["service_scalars"] |= {
+        PROGRESSIVE + "n": window + 100,
+        PROGRESSIVE + "filled": window + 1,
+    }
 
 
-def test_an_interrupted_upload_expires(redis_server, monkeypatch):
-    """An upload cut short (a learner killed mid-way) leaves a key that Redis drops."""
-    import service.durability.store
-
-    monkeypatch.setattr(service.durability.store, "UPLOAD_CHUNK", 400)
-    store = RedisStore(redis_server.url, prefix="c")
-    setrange, calls = store.client.setrange, []
-
-    def cut_short(key, offset, value):
-        calls.append(offset)
-        if len(calls) > 2:
-            raise ConnectionError("killed")
-        return setrange(key, offset, value)
-
-    monkeypatch.setattr(store.client, "setrange", cut_short)
-    with pytest.raises(ConnectionError):
-        store.save("m", 1, bytes(encode("m", 1, {}, trained_state())), retention=2)
-    [upload] = store.client.keys("c:model:{m}:upload:*")
-    assert 0 < store.client.pttl(upload) <= service.durability.store.UPLOAD_TTL_MS
-    store.close()
+def overlapping(header):
+    """The second array starts where the first does."""
+    first, second = header["arrays"][:2]
+    second["offset"] = first["offset"]
 
 
-def test_redis_keys_of_the_layout_before_hash_tags_are_moved(redis_server):
-    """A model written before the keys had hash tags (``{prefix}:model:<name>:...``) is
-    found again after the upgrade, with its incarnation and log; once only."""
-    store = RedisStore(redis_server.url, prefix="u")
-    client = store.client
-    client.set("u:model:m:snapshot:3", bytes(encode("m", 3, {}, trained_state())))
-    client.zadd("u:model:m:versions", {"3": 3})
-    client.set("u:model:m:latest", "3")
-    client.set("u:model:m:incarnation", "old")
-    client.xadd("u:model:m:log", {"r": b"record"})
-    client.sadd("u:models", "m")
-    assert store.upgrade() == ["m"]
-    assert decode(store.load("m"))[0]["version"] == 3
-    assert store.incarnation("m") == "old" and client.xlen(store.keys.log("m")) == 1
-    assert client.keys("u:model:m:*") == []
-    assert store.upgrade() == []
-    store.close()
+def as_bytes(header):
+    descriptor = next(d for d in header["arrays"] if d["name"] == PROGRESSIVE + "recent_")
+    descriptor.update(dtype="|u1", shape=[3, 8 * descriptor["shape"][1]])
+
+
+def shape_as_digits(header):
+    descriptor = next(d for d in header["arrays"] if d["name"] == PROGRESSIVE + "recent_")
+    descriptor["shape"] = "".join(map(str, descriptor["shape"]))
+
+
+SERVICE = "service_scalars"
+#: (what, header change): snapshots that decode must refuse with a SnapshotError
+BAD_SNAPSHOTS = [
+    ("examples_learned a string", setting(SERVICE, MODEL + "examples_learned", value="lots")),
+    ("examples_learned negative", setting(SERVICE, MODEL + "examples_learned", value=-7)),
+    ("created_at a string", setting(SERVICE, MODEL + "created_at", value="yesterday")),
+    ("version negative", setting("version", value=-5)),
+    ("version 10^30", setting("version", value=10**30)),
+    ("version 2^63+5", setting("version", value=2**63 + 5)),
+    ("version true", setting("version", value=True)),
+    ("version 1e308", setting("version", value=1e308)),
+    ("header created_at a string", setting("created_at", value="yesterday")),
+    ("log_position a list", setting("log_position", value=[7])),
+    ("n_seen_ 10^40", every_scalar("n_seen_", 10**40)),
+    ("loss_sum NaN", setting(SERVICE, PROGRESSIVE + "loss_sum", value=math.nan)),
+    ("filled beyond the window", filled_beyond_window),
+    ("progressive window as uint8", as_bytes),
+    ("service_scalars a list", setting(SERVICE, value=[])),
+    ("reservoir rng a string", setting(SERVICE, RESERVOIR + "rng", value="PCG64")),
+    ("shape a string", shape_as_digits),
+    ("offsets overlapping", overlapping),
+    ("dtype unknown to numpy", in_array(PROGRESSIVE + "recent_", dtype="x")),
+    ("dtype of strings", in_array(PROGRESSIVE + "recent_", dtype="<U8")),
+    ("offset a string", in_array(PROGRESSIVE + "recent_", offset="0")),
+    ("shape [1e300]", in_array(PROGRESSIVE + "recent_", shape=[1e300])),
+    ("arrays an object", setting("arrays", value={})),
+    ("header nested 100k deep", lambda h: b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    ("header a list", lambda h: b"[]"),
+    ("spec a string", setting("spec", value="dos")),
+    ("spec a list", setting("spec", value=["dos"])),
+    ("spec null", setting("spec", value=None)),
+]
+
+
+def test_a_valid_snapshot_decodes_whole():
+    header, state = decode(snapshot())
+    assert header["version"] == 3 and header["log_position"] == 7
+    assert state["service"]["arrays"][RESERVOIR + "targets"].tolist()[:2] == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("what,change", BAD_SNAPSHOTS, ids=[what for what, _ in BAD_SNAPSHOTS])
+def test_a_snapshot_that_breaks_the_schema_is_refused(what, change):
+    with pytest.raises(SnapshotError):
+        decode(reencoded(snapshot(), change))

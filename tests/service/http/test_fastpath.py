@@ -347,7 +347,8 @@ def test_concurrent_feedback_is_grouped_and_each_request_answered_as_alone(pair,
     for _, body in learned:
         assert slow.post("/v1/models/m/feedback", content=body).status_code == 200
     models = [c.app.state.components.models.get("m") for c in (fast, slow)]
-    assert models[0].n_learned == models[1].n_learned == len(learned)
+    learned_counts = [m.champion.counters.examples_learned for m in models]
+    assert learned_counts == [len(learned)] * 2
     assert state_digest(models[0].estimator.get_state()) == state_digest(
         models[1].estimator.get_state()
     )
@@ -384,7 +385,10 @@ def test_a_failed_group_fsync_refuses_every_request_it_was_to_make_durable(pair,
         (422, "invalid_input"),
     ]
     # learned and logged (the log and the model agree), but not acknowledged
-    assert live.n_learned == 2 and len(list(live.journal.log.read_after("m", 0))) == 2
+    assert (
+        live.champion.counters.examples_learned == 2
+        and len(list(live.journal.log.read_after("m", 0))) == 2
+    )
 
 
 @pytest.mark.parametrize("fast_path", [True, False])

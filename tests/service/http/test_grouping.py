@@ -112,7 +112,11 @@ def test_a_burst_is_learned_on_the_loop_with_one_fsync_and_answered_as_alone(cli
     for body in valid:
         assert reference.post("/v1/models/m/feedback", content=body).status_code == 200
     other = reference.app.state.components.models.get("m")
-    assert live.n_learned == other.n_learned == len(valid) + 1
+    assert (
+        live.champion.counters.examples_learned
+        == other.champion.counters.examples_learned
+        == len(valid) + 1
+    )
     assert state_digest(live.estimator.get_state()) == state_digest(other.estimator.get_state())
     records = [decode_record(r) for _, r in live.journal.log.read_after("m", 0)]
     assert [b.values.tolist() for b, _, _ in records[1:]] == [
@@ -135,7 +139,10 @@ def test_a_failed_fsync_on_the_loop_refuses_every_request_it_was_to_make_durable
         (503, "log_unavailable")
     ] * 3 + [(422, "unknown_label")]
     # learned and logged (the log and the model agree), but not acknowledged
-    assert live.n_learned == 4 and len(list(live.journal.log.read_after("m", 0))) == 4
+    assert (
+        live.champion.counters.examples_learned == 4
+        and len(list(live.journal.log.read_after("m", 0))) == 4
+    )
 
 
 def test_a_slow_fsync_sends_the_next_ones_to_a_thread_for_a_while(clients, monkeypatch):
@@ -206,10 +213,12 @@ def test_a_client_that_goes_away_before_the_fsync_leaves_the_others_answered(cli
         tasks[1].cancel()
         return await asyncio.gather(*tasks, return_exceptions=True)
 
-    before = live.n_learned
+    before = live.champion.counters.examples_learned
     outcomes = client.portal.call(one_cancelled)
     assert isinstance(outcomes[1], asyncio.CancelledError)
     assert [o["version"] for o in (outcomes[0], outcomes[2])] == [before + 1, before + 3]
-    assert live.n_learned == before + 3  # learned (and durable), only not answered
+    assert (
+        live.champion.counters.examples_learned == before + 3
+    )  # learned (and durable), only not answered
     queue = components.groups._queues[live.incarnation]
     assert queue.commit.waiting == []

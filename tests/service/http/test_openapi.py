@@ -16,12 +16,12 @@ import httpx
 import jsonschema
 import pytest
 
+from benchmarks.servers import ServiceProcess
 from service.exceptions import CODES
 from service.http.errors import codes_by_status
 from service.main import create_app
 from service.model.kinds import KINDS
 from tests.service.conftest import TestClient
-from tests.service.server import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -57,7 +57,7 @@ def test_errors_are_declared_with_the_real_envelope(spec):
                     envelope = protocol if path.startswith("/v2") else ours
                     assert schema == envelope, (method, path, status)
     feedback = spec["paths"]["/v1/models/{name}/feedback"]["post"]["responses"]
-    assert {"401", "403", "404", "413", "415", "422", "503"} <= set(feedback)
+    assert {"401", "403", "404", "408", "413", "415", "422", "503"} <= set(feedback)
     create = spec["paths"]["/v1/models"]["post"]["responses"]
     assert {"409", "413", "422", "503"} <= set(create)
     assert "model_too_large" in create["422"]["description"]

@@ -6,11 +6,13 @@ import pytest
 
 from core.features import batch_from_rows
 from core.registry import state_digest
-from service.durability.feedback_log import FileLog, LogUnavailable, decode_record
-from service.durability.journal import Journal
+from service.durability.feedback_log import LogUnavailable, decode_record
+from service.durability.file_log import FileLog
+from service.durability.idempotency import Key, Replayed
+from service.durability.journal import Feedback
 from service.exceptions import InvalidRequest, ServiceError, Unavailable
 from service.http.schemas import CreateModel
-from service.model.kinds import Limits, build, plan
+from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 
 
@@ -19,13 +21,15 @@ def _live_with_log(tmp_path, **spec):
         {"name": "m", "kind": "dos", "params": {"rank": 1}, "input": {"n_features": 2}, **spec}
     )
     checked = plan(spec, Limits(1 << 20, 100, 50_000))
-    live = LiveModel("m", spec, checked, build(checked), metrics_window=10)
-    live.journal = Journal(FileLog(tmp_path, fsync="none"), "m", live.incarnation)
-    return live
+    return LiveModel("m", spec, checked, metrics_window=10, log=FileLog(tmp_path, fsync="none"))
 
 
 def logged(live):
     return list(live.journal.log.read_after("m", None))
+
+
+def learned(live) -> int:
+    return live.champion.counters.examples_learned
 
 
 def test_values_whose_norm_overflows_are_refused_before_the_log(tmp_path):
@@ -77,11 +81,11 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
 
     monkeypatch.setattr(live.journal.log, "append_many", counted)
     outcomes, position = live.learn_group([ok, huge, other])
-    assert appends == [2] and position == 2 and live.log_position == 2
+    assert appends == [2] and position == 2 and live.record.log_position == 2
     assert isinstance(outcomes[1], InvalidRequest)
     assert not outcomes[1].applied
     assert [outcomes[0]["version"], outcomes[2]["version"]] == [1, 2]
-    assert live.n_learned == 2 and live.records_since_snapshot == 2
+    assert learned(live) == 2 and live.record.records_since_snapshot == 2
     reference = _live_with_log(tmp_path / "b")
     for item in (ok, other):
         reference.learn(*item)
@@ -99,7 +103,7 @@ def test_learn_group_appends_together_and_answers_each(tmp_path, monkeypatch):
     assert position is None  # nothing to make durable
     assert all(isinstance(e, Unavailable) for e in refused)
     assert [(e.code, e.applied) for e in refused] == [("log_unavailable", False)] * 2
-    assert live.n_learned == 2 and live.version == 2
+    assert learned(live) == 2 and live.version == 2
 
 
 def test_learn_group_that_cannot_wait_does_nothing_unless_model_and_log_are_free(tmp_path):
@@ -114,25 +118,22 @@ def test_learn_group_that_cannot_wait_does_nothing_unless_model_and_log_are_free
         assert live.learn_group([item], blocking=False) is None
     with live.journal.log._state("m").lock:  # a trim
         assert live.learn_group([item], blocking=False) is None
-    live.journal.uncertain = True
-    assert live.learn_group([item], blocking=False) is None
-    live.journal.uncertain = False
-    assert live.version == 1 and live.n_learned == 1 and len(logged(live)) == 1
+    assert live.version == 1 and learned(live) == 1 and len(logged(live)) == 1
     [answer], position = live.learn_group([item], blocking=False)
-    assert answer["version"] == 2 and position == 2 == live.log_position
+    assert answer["version"] == 2 and position == 2 == live.record.log_position
     assert not live.lock._writer  # released
     reference = _live_with_log(tmp_path / "reference")
     for _ in range(2):
         reference.learn(*item)
     assert state_digest(live.estimator.get_state()) == state_digest(reference.estimator.get_state())
-    live.learns = False  # an api replica only logs: never on the loop
-    assert live.learn_group([item], blocking=False) is None
+    replica = LiveModel("m", live.spec, live.plan, 10, log=live.journal.log, learns=False)
+    assert replica.learn_group([item], blocking=False) is None  # only logs: never on the loop
 
 
 def _live(n_features: int, **spec) -> LiveModel:
     spec = CreateModel.model_validate({"name": "m", "input": {"n_features": n_features}, **spec})
     checked = plan(spec, Limits(1 << 27, 1000, 50_000))
-    return LiveModel("m", spec, checked, build(checked), metrics_window=10)
+    return LiveModel("m", spec, checked, metrics_window=10)
 
 
 def test_quick_bounds_the_work_learned_on_the_event_loop():
@@ -155,5 +156,62 @@ def test_quick_bounds_the_work_learned_on_the_event_loop():
     assert not averaged.quick(one)  # the third example folds 2^14 x 64 floats
     averaged.learn(one, np.array([1]))
     assert averaged.quick(one)
-    dos.learns = False
-    assert not dos.quick(one)
+    replica = LiveModel("m", dos.spec, dos.plan, 10, learns=False)
+    assert not replica.quick(one)
+
+
+class LostReplies:
+    """A file log whose next ``lose`` appends land but answer as a Redis log does when its
+    reply is lost (``maybe_written``)."""
+
+    def __init__(self, log: FileLog):
+        self.log = log
+        self.lose = 0
+
+    def __getattr__(self, name):
+        return getattr(self.log, name)
+
+    def append_many(self, model, records, incarnation=None):
+        positions = self.log.append_many(model, records, incarnation)
+        if self.lose:
+            self.lose -= 1
+            raise LogUnavailable("Timeout reading from socket", maybe_written=True)
+        return positions
+
+    def try_append(self, model, records):
+        return None  # (a Redis log never appends without waiting)
+
+
+@pytest.mark.parametrize("between", [False, True])
+def test_a_keyed_retry_after_a_lost_reply_is_learned_once(tmp_path, between):
+    """An append whose reply was lost answers 503 saying the examples may have been logged;
+    the retry with the same key gets the first outcome (``Replayed``) and the record is
+    learned exactly once, whether the retry comes first or another request comes between
+    (its append learns the lost record first)."""
+    log = LostReplies(FileLog(tmp_path, fsync="none"))
+    spec = CreateModel.model_validate(
+        {"name": "m", "kind": "dos", "params": {"rank": 1}, "input": {"n_features": 2}}
+    )
+    live = LiveModel("m", spec, plan(spec, Limits(1 << 20, 100, 50_000)), 10, log=log)
+    batch = batch_from_rows([(np.array([0]), np.array([1.0]))])
+    key = Key("once-1", "f" * 32)
+    item = Feedback(batch, np.array([1]), True, key)
+    log.lose = 1
+    [lost], _ = live.learn_group([item])
+    assert isinstance(lost, Unavailable) and lost.code == "log_unavailable" and lost.applied
+    assert "may have been logged" in lost.message and "nothing was learned" not in lost.message
+    assert learned(live) == 0 and live.journal.uncertain
+    if between:
+        other = Feedback(batch_from_rows([(np.array([1]), np.array([2.0]))]), np.array([0]))
+        [answer], _ = live.learn_group([other])
+        assert answer["version"] == 2 and learned(live) == 2
+        assert live.claim(key).replay(key)["version"] == 1  # answered before it is learned
+        return
+    assert live.claim(key) is None  # the lost record is not learned yet: the key is new
+    [again], _ = live.learn_group([item])
+    live.answers.release(key)
+    assert isinstance(again, Replayed) and again["version"] == 1 and again["learned"] == 1
+    assert learned(live) == 1 and live.version == 1 and len(logged(live)) == 1
+    assert not live.journal.uncertain
+    with pytest.raises(InvalidRequest, match="another request"):  # the key, another body
+        live.claim(key).replay(Key("once-1", "0" * 32))

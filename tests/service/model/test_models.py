@@ -4,11 +4,18 @@ serves."""
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
+from service.durability.capture import MODEL
+from service.durability.local_store import LocalStore
 from service.http.schemas import spec_from_json, spec_to_json
 from service.main import create_app
+from service.model.kinds import SUBMODEL_OVERHEAD_FLOATS, WINDOW_SLOT_FLOATS
 from tests.service.conftest import TestClient, create, wait_for
+from tests.service.durability.test_store import reencoded, setting
 
 
 def feed(client, n=3):
@@ -67,17 +74,17 @@ def test_the_worker_finishes_pending_deletions(settings, monkeypatch):
         create(client)
         store = client.app.state.components.models.store
         original = store.delete
-        failures = iter([OSError("busy")])
+        freed = threading.Event()  # (the files stay busy until the test frees them)
 
         def flaky(name):
-            error = next(failures, None)
-            if error is not None:
-                raise error
+            if not freed.is_set():
+                raise OSError("busy")
             original(name)
 
         monkeypatch.setattr(store, "delete", flaky)
         assert client.delete("/v1/models/m").status_code == 204
         assert store.deleting() == ["m"]
+        freed.set()
         wait_for(lambda: store.deleting() == [], timeout=10)
         assert not (settings.snapshot_dir / "m").exists()
 
@@ -106,3 +113,87 @@ def test_snapshots_from_before_calibration_restore_without_it():
     spec = spec_from_json(old)
     assert spec.calibration == "none" and spec.input.n_features == 3
     assert spec_from_json(spec_to_json(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kind": "dos", "params": {"rank": 8}, "averaging": {"interval": 10}},
+        {"kind": "linear-pa"},
+        {"kind": "dos", "params": {"rank": 8, "dtype": "float32"}},
+        {"kind": "linear-pa", "classes": [0, 1, 2, 3]},
+        {"kind": "pqr", "params": {"k": 4}},
+        {"kind": "mofm", "classes": [0, 1, 2], "params": {"n_basis": 4}},
+    ],
+)
+def test_a_model_holds_what_its_plan_counts(settings, spec):
+    """``Plan.nbytes`` (what ``MAX_MODEL_FLOATS`` and ``MAX_TOTAL_BYTES`` count) covers the
+    arrays a model holds once it has been snapshotted: its learned arrays and the buffers
+    its snapshots are captured into; within the sub-models' allowance for their objects."""
+    with TestClient(create_app(settings)) as client:
+        kind = spec.pop("kind")
+        create(client, kind=kind, n_features=2000, **spec)
+        live = client.app.state.components.models.get("m")
+        assert client.post("/v1/models/m/snapshots").status_code == 201
+        held, plan = live.memory(), live.plan
+        copies = 2 if plan.averaging else 1
+        objects = 2 * 8 * SUBMODEL_OVERHEAD_FLOATS * plan.submodels * copies
+        window = 8 * WINDOW_SLOT_FLOATS * plan.params.get("reservoir_size", 0)
+        assert held <= plan.nbytes <= held + objects + window + 4096
+
+
+def test_the_memory_budget_refuses_a_model_before_building_it(settings):
+    """``MAX_TOTAL_BYTES``: a create or an import that would take the models past it is
+    refused (409 ``memory_budget_exceeded``) before anything is allocated, and nothing is
+    created; a deletion makes room again."""
+    spec = {"params": {"rank": 8}, "n_features": 5000}
+    with TestClient(create_app(settings)) as client:
+        create(client, name="probe", **spec)
+        one = client.app.state.components.models.get("probe").plan.nbytes
+    budgeted = settings.model_copy(update={"max_total_bytes": 2 * one + one // 2})
+    with TestClient(create_app(budgeted)) as client:
+        assert client.get("/v1/models").json()["models"][0]["name"] == "probe"
+        create(client, name="a", **spec)
+        refused = client.post(
+            "/v1/models",
+            json={"name": "b", "kind": "dos", "params": {"rank": 8}, "input": {"n_features": 5000}},
+        )
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "memory_budget_exceeded" and "MAX_TOTAL_BYTES" in error["message"]
+        assert error["details"] == {"held": 2 * one, "needed": one, "budget": 2 * one + one // 2}
+        exported = client.get("/v1/models/a/export").content
+        headers = {"content-type": "application/octet-stream"}
+        imported = client.put("/v1/models/c", content=exported, headers=headers)
+        assert imported.status_code == 409 and imported.json()["error"]["code"] == (
+            "memory_budget_exceeded"
+        )
+        names = [m["name"] for m in client.get("/v1/models").json()["models"]]
+        assert names == ["a", "probe"] and client.get("/v1/models/b").status_code == 404
+        assert client.delete("/v1/models/probe").status_code == 204
+        create(client, name="b", **spec)
+
+
+def test_the_restore_skips_an_unreadable_model_and_restores_the_others(settings, caplog):
+    """At start-up a model whose snapshot breaks the schema (its service part) or names
+    parameters out of range is left out with a logged error; every other model is
+    restored and served, and the list answers."""
+    with TestClient(create_app(settings)) as client:
+        for name in ("a", "b", "c"):
+            create(client, name=name)
+    store = LocalStore(settings.snapshot_dir)
+    poisoned = {
+        "a": setting("service_scalars", MODEL + "examples_learned", value="lots"),
+        "c": setting("spec", "params", value={"rank": 10**9}),
+    }
+    for name, change in poisoned.items():
+        store.save(name, 0, reencoded(store.load(name), change), retention=3)
+    caplog.set_level(logging.ERROR, logger="lorentztron")
+    with TestClient(create_app(settings)) as client:
+        listed = client.get("/v1/models")
+        assert listed.status_code == 200
+        assert [m["name"] for m in listed.json()["models"]] == ["b"]
+        assert client.get("/v1/models/a").status_code == 404
+        assert client.get("/v1/models/b").json()["examples_learned"] == 0
+    assert "could not restore model a" in caplog.text
+    assert "could not restore model c" in caplog.text

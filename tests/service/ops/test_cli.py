@@ -83,9 +83,9 @@ def test_learn_eval_and_import_into_a_running_service(tmp_path):
     """Learn a model from a9a's first 3,000 lines offline, score a9a.t with it, import the
     file into a real service (the CLI through service.client), export it back: the service
     predicts what the file predicts, and the exported file equals the learned one's arrays."""
+    from benchmarks.servers import ServiceProcess
     from core.datasets import data_dir
     from service.durability.interchange import read_tensors
-    from tests.service.server import ServiceProcess
 
     train = tmp_path / "a9a-head"
     train.write_bytes(b"".join((data_dir() / "a9a" / "a9a").read_bytes().splitlines(True)[:3000]))

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from service.config import Settings
-from service.durability.store import RedisStore, decode
+from service.durability.redis_store import RedisStore
+from service.durability.store import decode
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
 
@@ -102,15 +103,15 @@ def test_an_early_snapshot_waits_for_records_and_for_a_models_worth_of_log(tmp_p
         example = {"examples": [{"x": [1.0] * 40, "label": 1}]}
         for _ in range(3):
             assert client.post("/v1/models/m/feedback", json=example).status_code == 200
-        record = live.log_bytes_since_snapshot / 3
-        assert live.records_since_snapshot == 3 and record > 40 * 16  # (indices and values)
-        assert live.log_bytes_since_snapshot < size and not worker.log_full()
-        while live.log_bytes_since_snapshot < size:
+        record = live.record.log_bytes_since_snapshot / 3
+        assert live.record.records_since_snapshot == 3 and record > 40 * 16  # (indices and values)
+        assert live.record.log_bytes_since_snapshot < size and not worker.log_full()
+        while live.record.log_bytes_since_snapshot < size:
             assert not worker.log_full()
             assert client.post("/v1/models/m/feedback", json=example).status_code == 200
         assert worker.log_full()
         worker.snapshot_due()
-        assert live.records_since_snapshot == live.log_bytes_since_snapshot == 0
+        assert live.record.records_since_snapshot == live.record.log_bytes_since_snapshot == 0
         assert not worker.log_full()
         worker.settings = settings.model_copy(update={"log_snapshot_ratio": 0.0})
         for _ in range(3):

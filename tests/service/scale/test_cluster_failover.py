@@ -12,11 +12,11 @@ import time
 import httpx
 import redis
 
+from benchmarks.servers import ServiceProcess, start_all, stop_all
 from service.scale.keys import RedisKeys
 from tests.service.cluster import RedisClusterNodes
 from tests.service.conftest import wait_for
 from tests.service.fleet import Feedback, check_models, published, spec
-from tests.service.server import ServiceProcess, start_all, stop_all
 
 PREFIX = "failover"
 N_MODELS = 6

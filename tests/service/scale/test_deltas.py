@@ -12,7 +12,8 @@ from core.averaging import Averaged
 from core.dos import DoSClassifier
 from core.features import as_batch
 from core.one_vs_one import OneVsOne
-from service.durability.store import RedisStore, encode
+from service.durability.redis_store import RedisStore
+from service.durability.store import encode
 from service.scale import deltas
 from service.scale.leases import LeaseLost
 

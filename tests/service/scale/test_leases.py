@@ -8,8 +8,9 @@ import time
 import pytest
 
 from core.dos import DoSClassifier
-from service.durability.feedback_log import RedisLog
-from service.durability.store import RedisStore, encode
+from service.durability.redis_log import RedisLog
+from service.durability.redis_store import RedisStore
+from service.durability.store import encode
 from service.scale.keys import RedisKeys
 from service.scale.leases import LeaseLost, Leases, place, surplus
 from tests.service.conftest import wait_for

@@ -11,8 +11,9 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.conftest import RedisServer, wait_for
-from tests.service.server import roles, start_all, stop_all
+from benchmarks.servers import RedisServer, start_all, stop_all
+from tests.service.conftest import wait_for
+from tests.service.server import roles
 
 SPEC = {
     "name": "m",
@@ -132,4 +133,4 @@ def test_a_learner_learns_on_while_a_publication_hangs(redis_server, tmp_path):
             wait_for(lambda: version(client) == 4, timeout=10)  # ... and learning goes on
         finally:
             release.set()
-        wait_for(lambda: learner.models.get("m").published_version == 4, timeout=10)
+        wait_for(lambda: learner.models.get("m").record.published_version == 4, timeout=10)

@@ -20,11 +20,11 @@ import time
 import httpx
 import redis
 
+from benchmarks.servers import RedisServer, ServiceProcess, start_all, stop_all
 from service.scale.keys import RedisKeys
 from tests.service.cluster import RedisClusterNodes
-from tests.service.conftest import RedisServer, wait_for
+from tests.service.conftest import wait_for
 from tests.service.fleet import Feedback, check_models, published, spec
-from tests.service.server import ServiceProcess, start_all, stop_all
 
 PREFIX = "shard"
 TTL = 3.0

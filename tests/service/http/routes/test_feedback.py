@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,8 @@ from core.registry import state_digest
 from service.durability.feedback_log import LogUnavailable
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
+
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(params=[True, False], ids=["fast_path", "fastapi_routes"])
@@ -140,10 +144,10 @@ def test_prediction_ids_survive_a_refusal_that_applied_nothing(client, monkeypat
     }
     refused = client.post("/v1/models/m/feedback", json=overflow)
     assert refused.status_code == 422 and "overflows" in refused.json()["error"]["message"]
-    assert live.n_learned == 0
+    assert live.champion.counters.examples_learned == 0
     for answer in (body, {"examples": [{"prediction_id": second["prediction_id"], "label": -1}]}):
         assert client.post("/v1/models/m/feedback", json=answer).status_code == 200
-    assert live.n_learned == 2
+    assert live.champion.counters.examples_learned == 2
     again = client.post("/v1/models/m/feedback", json=body)
     assert again.status_code == 422 and again.json()["error"]["code"] == "unknown_prediction_id"
 
@@ -369,3 +373,52 @@ def test_unknown_model(client):
     response = client.post("/v1/models/nope/feedback", json={"examples": [{"x": [1], "label": 1}]})
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "model_not_found"
+
+
+def test_deeply_nested_json_is_malformed_json(client):
+    """JSON nested deeper than the parser's bound, in every body that holds JSON (create,
+    predict, feedback as JSON and as NDJSON): 422 ``malformed_json``, nothing applied."""
+    create(client)
+    before = digest(client)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path, media, raw in (
+        ("/v1/models", "application/json", deep),
+        ("/v1/models/m/predict", "application/json", b'{"instances": ' + deep + b"}"),
+        ("/v1/models/m/feedback", "application/json", b'{"examples": ' + deep + b"}"),
+        ("/v1/models/m/feedback", "application/x-ndjson", b'{"x": ' + deep + b', "label": 1}\n'),
+    ):
+        response = client.post(path, content=raw, headers={"content-type": media})
+        assert response.status_code == 422, (path, media)
+        assert response.json()["error"]["code"] == "malformed_json", (path, media, response.text)
+    assert digest(client) == before and [
+        m["name"] for m in client.get("/v1/models").json()["models"]
+    ] == ["m"]
+
+
+def test_idempotency_keys_are_scoped_per_model(client):
+    """A key is one model's: with the same model, another endpoint or body is refused; on
+    another model it is another key, applied there. The README says exactly that."""
+    for name in ("a", "b"):
+        create(client, name=name)
+    key = {"Idempotency-Key": "k-1"}
+    body = {"examples": [{"x": [1.0, 2.0, 3.0], "label": 1}]}
+    first = client.post("/v1/models/a/feedback", json=body, headers=key)
+    assert first.status_code == 200 and first.json()["version"] == 1
+    again = client.post("/v1/models/a/feedback", json=body, headers=key)
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    other_body = {"examples": [{"x": [1.0, 2.0, 3.0], "label": -1}]}
+    for answer in (
+        client.post("/v1/models/a/feedback", json=other_body, headers=key),
+        client.post("/v1/models/a/snapshots/0/restore", headers=key),
+    ):
+        assert answer.status_code == 422
+        assert answer.json()["error"]["code"] == "idempotency_key_reused"
+    assert client.get("/v1/models/a").json()["version"] == 1
+    elsewhere = client.post("/v1/models/b/feedback", json=body, headers=key)
+    assert elsewhere.status_code == 200 and "idempotent-replayed" not in elsewhere.headers
+    assert client.get("/v1/models/b").json()["examples_learned"] == 1
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (
+        "A key is one model's: sent to the same model with another endpoint or another body, it "
+        "is refused (`idempotency_key_reused`); sent to another model, it is another key"
+    ) in readme

@@ -1,10 +1,19 @@
+import json
+import threading
 import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 
 from service.config import Settings
+from service.durability.interchange import MEDIA_TYPE, load_model
+from service.http import bodies
+from service.http.routes.models import CREATE_BODY_BYTES
 from service.main import create_app
 from tests.service.conftest import TestClient, create
+from tests.service.test_end_to_end import ServerThread
 
 
 def test_create_list_get_delete(client):
@@ -187,3 +196,120 @@ def test_every_limit_is_checked_before_anything_is_built(tmp_path):
         )
         assert full.status_code == 409 and full.json()["error"]["code"] == "too_many_models"
         assert time.perf_counter() - started < 0.5  # refused before 4005 models were built
+
+
+def test_a_model_whose_info_fails_is_left_out_of_the_list(client, monkeypatch, caplog):
+    """One model that cannot describe itself (a bug) never takes the list down: the others
+    are listed, its error is logged."""
+    create(client, name="a")
+    create(client, name="b")
+    broken = client.app.state.components.models.get("b")
+
+    def describe(view):
+        raise TypeError("unsupported operand type(s) for +=: 'str' and 'int'")
+
+    monkeypatch.setattr(broken, "describe", describe)
+    listed = client.get("/v1/models")
+    assert listed.status_code == 200
+    assert [m["name"] for m in listed.json()["models"]] == ["a"]
+    assert "could not describe model b" in caplog.text
+
+
+def test_import_reads_model_files_only(client):
+    """PUT takes the safetensors media type or application/octet-stream; anything else is
+    415 before the body is read."""
+    create(client)
+    data = client.get("/v1/models/m/export").content
+    for media in ("text/plain", "application/json", "application/x-www-form-urlencoded", None):
+        headers = {"content-type": media} if media else {}
+        refused = client.put("/v1/models/copy", content=data, headers=headers)
+        assert refused.status_code == 415, (media, refused.text)
+        assert refused.json()["error"]["code"] == "unsupported_media_type"
+    assert client.get("/v1/models/copy").status_code == 404
+    for name, media in (("copy", "application/octet-stream"), ("again", MEDIA_TYPE)):
+        imported = client.put(f"/v1/models/{name}", content=data, headers={"content-type": media})
+        assert imported.status_code == 201, imported.text
+
+
+def test_export_needs_a_write_key_when_write_keys_are_set(tmp_path):
+    """The full weights are worth the right to replace them: a read key does not export."""
+    for write_keys, read_keys, allowed, refused in (
+        (["w"], ["r"], ["w"], [None, "r", "nope"]),
+        (["w"], [], ["w"], [None, "nope"]),
+        ([], ["r"], ["r"], [None, "nope"]),
+        ([], [], [None], []),
+    ):
+        settings = Settings(
+            snapshot_dir=tmp_path / f"{write_keys}{read_keys}",
+            snapshot_interval=3600,
+            write_keys=write_keys,
+            read_keys=read_keys,
+        )
+        with TestClient(create_app(settings)) as client:
+            writer = {"Authorization": "Bearer w"} if write_keys else {}
+            body = {"name": "m", "kind": "linear-pa", "input": {"n_features": 3}}
+            assert client.post("/v1/models", json=body, headers=writer).status_code == 201
+            for key in allowed + refused:
+                headers = {"Authorization": f"Bearer {key}"} if key else {}
+                answer = client.get("/v1/models/m/export", headers=headers)
+                expected = 200 if key in allowed else 401 if key is None else 403
+                assert answer.status_code == expected, (write_keys, read_keys, key)
+
+
+def test_a_large_create_body_is_parsed_off_the_event_loop(tmp_path, monkeypatch):
+    """While a create body is parsed (the parser held until the test lets it go), the
+    event loop answers /healthz: the parse runs in a handler thread."""
+    parsing, release = threading.Event(), threading.Event()
+    parse = bodies.create_request
+
+    def held(content_type, body):
+        parsing.set()
+        assert release.wait(30)
+        return parse(content_type, body)
+
+    monkeypatch.setattr(bodies, "create_request", held)
+    settings = Settings(snapshot_dir=tmp_path, snapshot_interval=3600)
+    with ServerThread(create_app(settings)) as server, ThreadPoolExecutor(1) as pool:
+        spec = {"name": "m", "kind": "linear-pa", "input": {"n_features": 3}}
+        body = json.dumps(spec).encode() + b" " * (CREATE_BODY_BYTES // 2)
+        headers = {"content-type": "application/json"}
+        url = f"{server.url}/v1/models"
+        created = pool.submit(httpx.post, url, content=body, headers=headers, timeout=60)
+        try:
+            assert parsing.wait(30), "the body was never parsed by bodies.create_request"
+            assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        finally:
+            release.set()
+        assert created.result().status_code == 201, created.result().text
+
+
+def test_a_create_body_over_a_mebibyte_is_refused_unparsed(client):
+    """A spec is small; parsing megabytes would hold the GIL, and the event loop with it."""
+    spec = {"name": "m", "kind": "linear-pa", "input": {"n_features": 3}}
+    body = json.dumps(spec).encode() + b" " * CREATE_BODY_BYTES
+    answer = client.post("/v1/models", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large"
+    assert client.get("/v1/models").json()["models"] == []
+
+
+def test_an_export_is_streamed_without_a_copy_of_the_model_in_memory(client):
+    """``GET .../export`` streams a file written once from the snapshot capture buffers: no
+    allocation of the model's size while it is made (a slow reader holds none either), and
+    its bytes are the model file ``load_model`` reads."""
+    create(client, n_features=20_000, params={"rank": 8})
+    assert client.post("/v1/models/m/snapshots").status_code == 201  # (its capture buffers)
+    models = client.app.state.components.models
+    size = models.get("m").plan.nbytes // 2
+    tracemalloc.start()
+    try:
+        file, length = models.export("m")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    file.close()
+    assert length > size and peak < size / 4, (length, peak)  # (the old export: 2 copies)
+    exported = client.get("/v1/models/m/export")
+    assert exported.status_code == 200 and int(exported.headers["content-length"]) == length
+    info, state = load_model(exported.content)
+    names = {name for name, _ in models.get("m").estimator.arrays()}
+    assert info["version"] == 0 and set(state["arrays"]) == names

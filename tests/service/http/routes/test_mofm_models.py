@@ -7,6 +7,7 @@ import httpx
 import numpy as np
 import pytest
 
+from benchmarks.servers import ServiceProcess
 from core.mofm import MultiOutputPN
 from core.ordinal import OrdinalMcRank
 from core.registry import state_digest
@@ -14,7 +15,6 @@ from core.separation import EllipsoidPerceptron
 from service.config import Settings
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
-from tests.service.server import ServiceProcess
 
 CLASSES = ["a", "b", "c"]
 
@@ -110,13 +110,13 @@ def test_refit_on_the_reservoir_is_swapped_in_and_durable(tmp_path):
         assert info["status"]["examples_since_refit"] == 0
         live = client.app.state.components.models.get("m")
         served = live.estimator.get_state()
-        window, seen = live.window.data(), live.window.n_seen
+        window, seen = live.champion.window.data(), live.champion.window.n_seen
     with TestClient(create_app(settings)) as client:
         live = client.app.state.components.models.get("m")
         assert state_digest(live.estimator.get_state()) == state_digest(served)
         # the refit window travels with the snapshot: the next refit sees the same data
-        X, y = live.window.data()
-        assert live.window.n_seen == seen and y == window[1] and (X != window[0]).nnz == 0
+        X, y = live.champion.window.data()
+        assert live.champion.window.n_seen == seen and y == window[1] and (X != window[0]).nnz == 0
 
 
 def test_refit_then_sigkill_recovers_identically(tmp_path):

@@ -1,0 +1,123 @@
+"""The Redis store (``service.durability.redis_store``), against a real redis-server."""
+
+import pytest
+import redis
+
+from core.dos import DoSClassifier
+from service.durability import redis_store
+from service.durability.redis_store import RedisStore
+from service.durability.store import decode, encode
+from tests.service.durability.test_store import DOS, exercise_store, trained_state
+
+
+def test_redis_store(redis_server):
+    store = RedisStore(redis_server.url, prefix="test")
+    exercise_store(store)
+    store.save("m", 5, encode("m", 5, DOS, trained_state()), retention=2)
+    keys = sorted(k.decode() for k in store.client.keys("*"))
+    assert keys == [
+        "test:model:{m}:latest",
+        "test:model:{m}:snapshot:5",
+        "test:model:{m}:versions",
+        "test:models",
+    ]
+    store.close()
+
+
+def test_redis_store_unreachable_fails_fast():
+    store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
+    with pytest.raises(redis.ConnectionError):
+        store.ping()
+
+
+def test_redis_writes_of_a_deleted_incarnation_are_refused(redis_server):
+    """A process that has not yet seen a deletion (another api replica, a learner about to
+    publish) can neither snapshot nor log into the deleted model, nor into the model
+    created again under its name; a Redis that lost its data is written again."""
+    from service.durability.feedback_log import ModelGone
+    from service.durability.redis_log import RedisLog
+    from service.durability.store import IncarnationGone
+
+    store = RedisStore(redis_server.url, prefix="t")
+    log = RedisLog(store.client, prefix="t")
+    blob = bytes(encode("m", 0, DOS, DoSClassifier(n_features=2, rank=1).get_state()))
+    store.save("m", 0, blob, retention=3, incarnation="first", create=True)
+    assert log.append_many("m", [b"r1"], "first")
+    store.save("m", 1, blob, retention=3, incarnation="first")
+    store.mark_deleting("m")
+    assert store.models() == []  # deleting: not listed for restore or discovery
+    store.delete("m")
+    log.delete("m")
+    store.clear_deleting("m")
+    with pytest.raises(IncarnationGone):
+        store.save("m", 2, blob, retention=3, incarnation="first")
+    with pytest.raises(ModelGone):
+        log.append_many("m", [b"late"], "first")
+    assert store.models() == [] and log.length("m") == 0
+    store.save("m", 0, blob, retention=3, incarnation="second", create=True)
+    with pytest.raises(IncarnationGone):
+        store.save("m", 5, blob, retention=3, incarnation="first")
+    with pytest.raises(ModelGone):
+        log.append_many("m", [b"late"], "first")
+    assert log.append_many("m", [b"r"], "second") and store.incarnation("m") == "second"
+    store.client.flushall()  # Redis lost everything: the live incarnation writes it again
+    store.save("m", 1, blob, retention=3, incarnation="second")
+    assert store.incarnation("m") == "second" and store.models() == ["m"]
+    store.client.delete(store.keys.incarnation("m"))
+    assert log.append_many("m", [b"r"], "second") and store.incarnation("m") == "second"
+    store.close()
+
+
+def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
+    """A blob goes to Redis a chunk per command (other clients' commands run between them)
+    and comes back whole."""
+    monkeypatch.setattr(redis_store, "UPLOAD_CHUNK", 400)
+    store = RedisStore(redis_server.url, prefix="c")
+    blob = bytes(encode("m", 1, DOS, trained_state()))
+    assert len(blob) > 3 * 400
+    store.save("m", 1, blob, retention=2)
+    assert store.load("m") == blob
+    assert store.client.keys("c:model:{m}:upload:*") == []
+    for size in (400, 800, 801):  # one chunk; whole chunks; a short last chunk
+        store.save("m", 2, blob[:size], retention=2)
+        assert store.client.get(store.keys.snapshot("m", 2)) == blob[:size]
+    store.close()
+
+
+def test_an_interrupted_upload_expires(redis_server, monkeypatch):
+    """An upload cut short (a learner killed mid-way) leaves a key that Redis drops."""
+    monkeypatch.setattr(redis_store, "UPLOAD_CHUNK", 400)
+    store = RedisStore(redis_server.url, prefix="c")
+    setrange, calls = store.client.setrange, []
+
+    def cut_short(key, offset, value):
+        calls.append(offset)
+        if len(calls) > 2:
+            raise ConnectionError("killed")
+        return setrange(key, offset, value)
+
+    monkeypatch.setattr(store.client, "setrange", cut_short)
+    with pytest.raises(ConnectionError):
+        store.save("m", 1, bytes(encode("m", 1, DOS, trained_state())), retention=2)
+    [upload] = store.client.keys("c:model:{m}:upload:*")
+    assert 0 < store.client.pttl(upload) <= redis_store.UPLOAD_TTL_MS
+    store.close()
+
+
+def test_redis_keys_of_the_layout_before_hash_tags_are_moved(redis_server):
+    """A model written before the keys had hash tags (``{prefix}:model:<name>:...``) is
+    found again after the upgrade, with its incarnation and log; once only."""
+    store = RedisStore(redis_server.url, prefix="u")
+    client = store.client
+    client.set("u:model:m:snapshot:3", bytes(encode("m", 3, DOS, trained_state())))
+    client.zadd("u:model:m:versions", {"3": 3})
+    client.set("u:model:m:latest", "3")
+    client.set("u:model:m:incarnation", "old")
+    client.xadd("u:model:m:log", {"r": b"record"})
+    client.sadd("u:models", "m")
+    assert store.upgrade() == ["m"]
+    assert decode(store.load("m"))[0]["version"] == 3
+    assert store.incarnation("m") == "old" and client.xlen(store.keys.log("m")) == 1
+    assert client.keys("u:model:m:*") == []
+    assert store.upgrade() == []
+    store.close()
