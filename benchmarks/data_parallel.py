@@ -32,7 +32,7 @@ from benchmarks.markdown import replace_section
 from core.averaging import Averaged
 from core.datasets import DeformationStream, mnist_split
 from core.dos import DoSClassifier
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 from core.parallel import DataParallel, deal, merge
 
 ROOT = Path(__file__).resolve().parents[1]

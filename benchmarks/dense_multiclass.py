@@ -52,7 +52,7 @@ from core.calibration import Calibrated
 from core.datasets import load_mnist_test, parse_svmlight
 from core.dos import DoSClassifier
 from core.features import as_batch
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 
 DOCS = ROOT / "docs"
 BEGIN, END = "<!-- dense-multiclass:begin -->", "<!-- dense-multiclass:end -->"

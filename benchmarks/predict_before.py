@@ -35,7 +35,7 @@ def main() -> None:
     from core.averaging import Averaged
     from core.calibration import Calibrated
     from core.dos import DoSClassifier
-    from core.multiclass import OneVsOne
+    from core.one_vs_one import OneVsOne
 
     data = np.load(args.rows)
     X, y = data["X"], data["y"]

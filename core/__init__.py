@@ -16,23 +16,17 @@ named features hashed by :class:`FeatureHasher`.
 __version__ = "0.1.0"
 
 from core.averaging import Averaged
-from core.base import (
-    BatchClassifier,
-    BinaryClassifier,
-    BinaryModel,
-    Estimator,
-    Step,
-    Steps,
-    from_spec,
-    from_state,
-)
+from core.base import BatchClassifier, BinaryClassifier, BinaryModel, Estimator, Step, Steps
 from core.calibration import Calibrated, IsotonicCalibrator, PlattCalibrator
 from core.dos import DoSClassifier
 from core.features import FeatureHasher
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN, Reservoir
-from core.multiclass import OneVsOne, OneVsRest, OrdinalMcRank
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
+from core.ordinal import OrdinalMcRank
 from core.pqr import PQR
+from core.registry import from_spec, from_state
 from core.separation import (
     EllipsoidalClassifier,
     EllipsoidPerceptron,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from numbers import Integral
 
 import numpy as np
-import scipy.sparse as sp
 
 from core.align import ALIGNMENTS, running_average
-from core.base import Estimator, PartialBatchError, _plain, params_spec
+from core.base import Estimator, PartialBatchError
+from core.features import CSRBatch, sliceable
+from core.state import state_count
 
 __all__ = [
     "Averaged",
@@ -86,7 +86,7 @@ class Averaged(Estimator):
             raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
         if not isinstance(model, Estimator):
             raise ValueError(f"model must be an Estimator, got {type(model).__name__}")
-        if not _averageable(model):
+        if not model.is_averageable():
             raise ValueError(
                 f"{type(model).__name__} cannot be time-averaged element-wise (its state is "
                 "not a weight vector, e.g. FTRL's z and n)"
@@ -100,6 +100,17 @@ class Averaged(Estimator):
 
     def _children(self) -> list[tuple[str, Estimator]]:
         return [("live", self.live_), ("average", self.average_)]
+
+    def _check_state(self, arrays: dict, scalars: dict):
+        writes = super()._check_state(arrays, scalars)
+        # (both checked counts by now) the average folds one snapshot per interval ended
+        seen, averaged = state_count("n_seen_", scalars["n_seen_"]), scalars["n_averaged_"]
+        if state_count("n_averaged_", averaged) > seen // self.interval:
+            raise ValueError(
+                f"state has n_averaged_={averaged} snapshots in n_seen_={seen} examples, "
+                f"more than one per interval of {self.interval}"
+            )
+        return writes
 
     def _feature_children(self) -> list[tuple[str, Estimator]]:
         # the average changes at averaging steps only, and then everywhere (the alignment
@@ -120,7 +131,44 @@ class Averaged(Estimator):
         """Learn a batch in order, exactly as ``learn_one`` would. Returns what the live model
         returns (per-example arrays of the chunks concatenated); ``options`` go to the live
         model's ``learn_many`` (e.g. one-vs-one's ``progressive``)."""
-        X, y, n_rows = _sliceable(X, y)
+        X, y, n_rows = sliceable(X, y)
+
+        def learn(start: int, stop: int):
+            if start == 0 and stop == n_rows:  # (no copy of a batch learned whole)
+                return self.live_.learn_many(X, y, **options)
+            return self.live_.learn_many(X[start:stop], y[start:stop], **options)
+
+        return self._learn_chunks(n_rows, learn)
+
+    def learn_batch(self, batch: CSRBatch, targets, **options):
+        """Learn a batch already validated for this model, its labels converted once (class
+        indices, or values for regression): the live model's ``learn_batch`` on the batch cut
+        at the averaging boundaries, as ``learn_many``; the same model and steps, bit for bit
+        (the steps' ``predicted`` as the live model's ``learn_batch`` gives them).
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        targets : ndarray, shape (n_rows,)
+            What the live model's ``learn_batch`` takes, one per row.
+        **options
+            The live model's options (e.g. one-vs-one's ``progressive``).
+        """
+        if len(targets) != batch.n_rows:
+            raise ValueError(f"got {len(targets)} targets for {batch.n_rows} rows")
+
+        def learn(start: int, stop: int):
+            if start == 0 and stop == batch.n_rows:
+                return self.live_.learn_batch(batch, targets, **options)
+            part = batch.slice_rows(start, stop)
+            return self.live_.learn_batch(part, targets[start:stop], **options)
+
+        return self._learn_chunks(batch.n_rows, learn)
+
+    def _learn_chunks(self, n_rows: int, learn):
+        """``learn(start, stop)`` (the live model learning those rows) for each chunk of the
+        batch between averaging steps, folding the average at each; the results joined."""
         interval = self.interval
         first = min(n_rows, interval - self.n_seen_ % interval)
         bounds = [0, *range(first, n_rows, interval), n_rows]
@@ -128,7 +176,7 @@ class Averaged(Estimator):
             # one chunk, no averaging inside it: nothing to undo if the live model refuses;
             # the rows it learned before a row it refused part-way count as seen
             try:
-                result = self.live_.learn_many(X, y, **options)
+                result = learn(0, n_rows)
             except PartialBatchError as error:
                 self.n_seen_ += len(error.learned)
                 raise
@@ -142,7 +190,7 @@ class Averaged(Estimator):
         results = []
         try:
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
-                results.append(self.live_.learn_many(X[start:stop], y[start:stop], **options))
+                results.append(learn(start, stop))
                 self.n_seen_ += stop - start
                 if self.n_seen_ % interval == 0:
                     self._fold_into_average()
@@ -253,11 +301,12 @@ def _state(model: Estimator, order: str = "C") -> dict:
     slower once the buffer outgrows the cache). ``order="K"`` copies each array in its own
     layout (a plain copy, for a rollback through ``set_state``, which only needs the values)."""
     copy = _copy_c if order == "C" else (lambda array: np.array(array, order="K", copy=True))
+    meta = model.get_state_meta()
     return {
-        "kind": type(model).__name__,
-        "params": params_spec(model),
+        "kind": meta["kind"],
+        "params": meta["params"],
         "arrays": {name: copy(array) for name, array in model.arrays()},
-        "scalars": _scalars(model),
+        "scalars": meta["scalars"],
     }
 
 
@@ -280,50 +329,6 @@ def _same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(
         (a[name].shape, a[name].dtype) == (b[name].shape, b[name].dtype) for name in a
     )
-
-
-def _scalars(model: Estimator) -> dict:
-    """The ``scalars`` of ``model.get_state()``, sub-models' with their dotted prefixes."""
-    scalars = {name: _plain(getattr(model, name)) for name in model._scalars}
-    for prefix, child in model._children():
-        scalars.update({f"{prefix}.{k}": v for k, v in _scalars(child).items()})
-    return scalars
-
-
-def _averageable(model: Estimator) -> bool:
-    return model.averageable and all(_averageable(child) for _, child in model._children())
-
-
-def _sliceable(X, y):
-    """The batch and labels in a form that slices by rows, and the number of rows."""
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        n_rows = X.shape[0]
-    elif isinstance(X, np.ndarray):
-        if X.ndim != 2:
-            raise ValueError(f"batch must be 2-D, got shape {X.shape}")
-        n_rows = X.shape[0]
-    elif isinstance(X, str | bytes | Mapping):
-        raise ValueError(
-            f"a batch is a 2-D array, a sparse matrix or a sequence of rows, got {X!r}"
-        )
-    else:
-        if not isinstance(X, Sequence):
-            try:
-                X = list(X)
-            except TypeError:
-                raise ValueError(f"cannot read a batch from {type(X).__name__}") from None
-        n_rows = len(X)
-    if isinstance(y, str | bytes | Mapping) or np.ndim(y) == 0:
-        raise ValueError(f"labels must be a sequence, got {y!r}")
-    if not isinstance(y, np.ndarray | Sequence):
-        try:
-            y = list(y)
-        except TypeError:
-            raise ValueError(f"labels must be a sequence, got {y!r}") from None
-    if len(y) != n_rows:
-        raise ValueError(f"got {len(y)} labels for {n_rows} rows")
-    return X, y, n_rows
 
 
 def _concatenate(results: list):

@@ -15,9 +15,11 @@ Batch models (:class:`BatchClassifier`) replace ``learn_one`` / ``learn_many`` b
 Hyperparameters are keyword-only constructor arguments stored unchanged under their own
 names; learned arrays end in ``_`` and are listed in the class attribute ``_arrays``
 (learned scalars in ``_scalars``). Composite models (one-vs-one, averaging) list their
-sub-models through ``_children()``; their arrays are flattened with dotted prefixes.
+sub-models through ``_children()``; their arrays are flattened with dotted prefixes. Every
+model class registers itself in ``core.registry``, which rebuilds models from their states.
 
 >>> from core.linear import LinearPA
+>>> from core.registry import from_state
 >>> model = LinearPA(n_features=2, classes=["ham", "spam"])
 >>> step = model.learn_one([1.0, 0.0], "spam")
 >>> step.predicted, step.loss, model.predict_one([1.0, 0.0])
@@ -29,10 +31,7 @@ sub-models through ``_children()``; their arrays are flattened with dotted prefi
 from __future__ import annotations
 
 import copy
-import hashlib
-import importlib
 import inspect
-import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -40,37 +39,20 @@ import numpy as np
 
 from core.config import INDEX
 from core.features import CSRBatch, Row, as_batch, as_row
-from core.labels import LabelMap, check_binary_label, check_binary_labels, check_state_labels
+from core.labels import LabelMap, check_binary_label, check_binary_labels, check_targets
+from core.registry import from_state, params_spec, plain_value, register, with_defaults
+from core.state import state_array, state_scalar
 
 __all__ = [
     "BatchClassifier",
     "BinaryClassifier",
     "BinaryModel",
     "Estimator",
-    "MODEL_KINDS",
     "PartialBatchError",
     "Step",
     "Steps",
-    "from_spec",
-    "from_state",
-    "params_spec",
-    "state_digest",
+    "steps_from",
 ]
-
-#: kind name -> class, filled by ``Estimator.__init_subclass__`` so that a state can name
-#: the class that reads it back (``from_state``).
-MODEL_KINDS: dict[str, type[Estimator]] = {}
-#: Modules defining model kinds, imported by ``from_spec`` when it meets an unknown kind (so
-#: that loading a snapshot does not depend on what the caller happened to import).
-MODEL_MODULES = (
-    "core.linear",
-    "core.dos",
-    "core.pqr",
-    "core.mofm",
-    "core.multiclass",
-    "core.averaging",
-    "core.separation",
-)
 
 
 class Step(NamedTuple):
@@ -191,8 +173,8 @@ class Estimator:
 
     Subclasses declare their learned arrays in ``_arrays`` and learned scalars in
     ``_scalars``, and their sub-models through ``_children()``; this class turns them into
-    ``get_state`` / ``set_state`` and registers the class in ``MODEL_KINDS`` so that
-    :func:`from_state` can rebuild it.
+    ``get_state`` / ``set_state`` and registers the class in ``core.registry.MODEL_KINDS`` so
+    that ``core.registry.from_state`` can rebuild it.
 
     Attributes
     ----------
@@ -218,7 +200,7 @@ class Estimator:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        MODEL_KINDS[cls.__name__] = cls
+        register(cls)
 
     # -- hyperparameters ---------------------------------------------------------------
     @classmethod
@@ -273,7 +255,39 @@ class Estimator:
 
     # -- state ---------------------------------------------------------------------------
     def _children(self) -> list[tuple[str, Estimator]]:
+        """The sub-models with their state prefixes: the hook a composite model overrides
+        (read them through :meth:`children`)."""
         return []
+
+    def children(self) -> list[tuple[str, Estimator]]:
+        """The sub-models of a composite model, with the prefixes of their entries in its
+        state (``"live"``, ``"0"``, ...); empty for a plain model.
+
+        Returns
+        -------
+        list of (str, Estimator)
+
+        Examples
+        --------
+        >>> from core.calibration import Calibrated
+        >>> from core.linear import LinearPA
+        >>> [prefix for prefix, _ in Calibrated(model=LinearPA(n_features=1)).children()]
+        ['model', 'calibrator']
+        """
+        return self._children()
+
+    def is_averageable(self) -> bool:
+        """Whether this model and every sub-model are ``averageable`` (what
+        ``core.averaging.Averaged`` requires of the model it averages).
+
+        Examples
+        --------
+        >>> from core.calibration import Calibrated
+        >>> from core.linear import LinearPA
+        >>> Calibrated(model=LinearPA(n_features=1), method="isotonic").is_averageable()
+        False
+        """
+        return self.averageable and all(child.is_averageable() for _, child in self._children())
 
     def get_state(self, order: str = "C") -> dict[str, Any]:
         """The learned state: ``{"kind", "params", "arrays", "scalars"}``.
@@ -321,7 +335,7 @@ class Estimator:
         }
 
     def _all_scalars(self) -> dict[str, Any]:
-        scalars = {name: _plain(getattr(self, name)) for name in self._scalars}
+        scalars = {name: plain_value(getattr(self, name)) for name in self._scalars}
         for prefix, child in self._children():
             scalars.update({f"{prefix}.{k}": v for k, v in child._all_scalars().items()})
         return scalars
@@ -379,6 +393,8 @@ class Estimator:
         >>> model.n_seen_
         3
         """
+        if not isinstance(scalars, dict):
+            raise ValueError(f"scalars are a dict, got {type(scalars).__name__}")
         writes = self._check_scalars(scalars)
         unknown = set(scalars) - {_dotted(prefix, name) for prefix, _, name, _ in writes}
         if unknown:
@@ -396,9 +412,8 @@ class Estimator:
             key = _dotted(prefix, name)
             if key not in scalars:
                 raise ValueError(f"state misses scalar {key!r}")
-            writes.append(
-                (prefix, self, name, _scalar_value(key, scalars[key], getattr(self, name)))
-            )
+            value = state_scalar(key, scalars[key], getattr(self, name))
+            writes.append((prefix, self, name, value))
         for child_prefix, child in self._children():
             writes += child._check_scalars(scalars, _dotted(prefix, child_prefix))
         return writes
@@ -430,11 +445,16 @@ class Estimator:
         >>> target.score_one([2.0]) == source.score_one([2.0])
         True
         """
+        if not isinstance(state, dict):
+            raise ValueError(f"a state is a dict, got {type(state).__name__}")
         if state.get("kind") != type(self).__name__:
             raise ValueError(f"state is for {state.get('kind')!r}, not {type(self).__name__}")
-        if _with_defaults(state.get("params"), type(self)) != params_spec(self):
+        if with_defaults(state.get("params"), type(self)) != params_spec(self):
             raise ValueError("state was made with different hyperparameters")
-        writes = self._check_state(state["arrays"], state["scalars"])
+        arrays, scalars = state.get("arrays"), state.get("scalars")
+        if not isinstance(arrays, dict) or not isinstance(scalars, dict):
+            raise ValueError("a state holds its arrays and scalars as dicts")
+        writes = self._check_state(arrays, scalars)
         for target, name, value in writes:
             if isinstance(value, np.ndarray):
                 getattr(target, name)[...] = value
@@ -453,21 +473,13 @@ class Estimator:
         for name in self._arrays:
             if name not in arrays:
                 raise ValueError(f"state misses array {name!r}")
-            value, current = arrays[name], getattr(self, name)
-            if not isinstance(value, np.ndarray):
-                raise ValueError(f"state array {name!r} is not a numpy array")
-            if value.shape != current.shape or value.dtype != current.dtype:
-                raise ValueError(
-                    f"state array {name!r} has shape {value.shape} and dtype {value.dtype}, "
-                    f"expected {current.shape} and {current.dtype}"
-                )
-            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-                raise ValueError(f"state array {name!r} holds non-finite values")
+            current = getattr(self, name)
+            value = state_array(name, arrays[name], current.dtype, current.shape)
             writes.append((self, name, value))
         for name in self._scalars:
             if name not in scalars:
                 raise ValueError(f"state misses scalar {name!r}")
-            writes.append((self, name, _scalar_value(name, scalars[name], getattr(self, name))))
+            writes.append((self, name, state_scalar(name, scalars[name], getattr(self, name))))
         for prefix, child in self._children():
             cut = len(prefix) + 1
             child_arrays = {k[cut:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
@@ -485,19 +497,6 @@ def _dotted(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _scalar_value(name: str, value, current):
-    """A state's scalar, checked against the model's current one and cast to its type."""
-    if not isinstance(value, int | float | np.number) or isinstance(value, bool):
-        raise ValueError(f"state scalar {name!r} must be a number, got {value!r}")
-    if isinstance(current, int):
-        if not float(value).is_integer() or value < 0:
-            raise ValueError(f"state scalar {name!r} must be a count, got {value!r}")
-        value = int(value)
-    elif not np.isfinite(value):
-        raise ValueError(f"state scalar {name!r} is not finite")
-    return type(current)(value)
-
-
 # =============================================================================================
 # Binary models: scores, labels and the two ways of learning
 # =============================================================================================
@@ -507,7 +506,9 @@ class BinaryModel(Estimator):
     The model learns ``-1`` for ``classes[0]`` and ``+1`` for ``classes[1]``, predicts
     ``classes[1]`` when its score is ``> 0`` and ``classes[0]`` otherwise (a zero model says
     ``classes[0]``). Without ``classes`` the labels are ``-1`` and ``+1`` themselves.
-    Subclasses implement ``_score_row`` and ``score_batch`` over validated rows and batches.
+    Subclasses implement :meth:`score_row` and :meth:`score_batch` over validated rows and
+    batches: the hooks that wrappers (``core.calibration.Calibrated``, the reductions) call on
+    what they validated once.
 
     Attributes
     ----------
@@ -538,7 +539,7 @@ class BinaryModel(Estimator):
             if len(self._label_map) != 2:
                 raise ValueError(
                     f"a binary model takes 2 classes, got {len(self._label_map)} (use "
-                    "core.multiclass.OneVsRest or OneVsOne for more)"
+                    "core.one_vs_rest.OneVsRest or OneVsOne for more)"
                 )
             self.classes_ = self._label_map.classes
             self._label_array = self._label_map.array
@@ -583,7 +584,7 @@ class BinaryModel(Estimator):
         (1.0, 1.0)
         """
         indices, values = self._row(x)
-        return self._score_row(indices, values)
+        return self.score_row(indices, values)
 
     def score_many(self, X) -> np.ndarray:
         """Decision values of a batch, shape (n_rows,).
@@ -663,13 +664,39 @@ class BinaryModel(Estimator):
         return np.asarray(self.proba_from_scores(self.score_many(X)))
 
     # implemented by subclasses
-    def _score_row(self, indices, values) -> float:  # pragma: no cover
+    def score_row(self, indices: np.ndarray, values: np.ndarray) -> float:  # pragma: no cover
+        """The decision value of one row already validated for this model.
+
+        Parameters
+        ----------
+        indices : ndarray of int64
+            The row's sorted, distinct feature indices, each in ``[0, n_features)``.
+        values : ndarray of float64
+            Its finite values (``core.features.as_row`` with the model's ``n_features``
+            returns both).
+
+        Returns
+        -------
+        float
+            What ``score_one`` returns for that row (no validation: a caller that validated
+            once scores without a second pass).
+        """
         raise NotImplementedError
 
     def score_batch(self, batch: CSRBatch) -> np.ndarray:  # pragma: no cover
-        """Scores of a batch already validated for this model (``core.features.as_batch``
-        with its ``n_features``): no validation, so a server that validated once scores
-        without a second pass."""
+        """The decision values of a batch already validated for this model.
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+            What ``score_many`` returns for those rows (no validation: a server that
+            validated once scores without a second pass).
+        """
         raise NotImplementedError
 
 
@@ -677,8 +704,10 @@ class BinaryClassifier(BinaryModel):
     """Base of the online binary classifiers: ``learn_one`` / ``learn_many``.
 
     Inputs are validated first, so a bad example raises ``ValueError`` before any learned
-    array is touched. Subclasses implement ``_learn_row`` and ``_learn_batch`` over
-    validated rows and batches with labels ``-1.0`` / ``+1.0``.
+    array is touched. Subclasses implement :meth:`learn_row` and :meth:`learn_rows` over
+    validated rows and batches with numeric targets (``-1.0`` / ``+1.0``): the hooks that
+    wrappers (``core.calibration.Calibrated``, the reductions) call on what they validated
+    once.
 
     Examples
     --------
@@ -716,7 +745,7 @@ class BinaryClassifier(BinaryModel):
         """
         label = self._binary_label(y)
         indices, values = self._row(x)
-        return self._learn_row(indices, values, label)
+        return self.learn_row(indices, values, label)
 
     def learn_many(self, X, y) -> Steps:
         """Learn a batch in order: the same model as ``learn_one`` on each row.
@@ -742,17 +771,98 @@ class BinaryClassifier(BinaryModel):
         """
         batch = self._batch(X)
         labels = self._binary_labels(y, batch.n_rows)
-        steps = self._learn_batch(batch, labels)
+        steps = self.learn_rows(batch, labels)
         return Steps(
             steps.scores, steps.losses, steps.aggressive, None, self._labels_of(steps.scores)
         )
 
-    # implemented by subclasses
-    def _learn_row(self, indices, values, y: float) -> Step:  # pragma: no cover
-        raise NotImplementedError
+    def learn_batch(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
+        """Learn a batch already validated for this model, whose labels were converted to class
+        indices once: the same model and steps as ``learn_many`` with the labels.
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:  # pragma: no cover
-        raise NotImplementedError
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        targets : ndarray of int, shape (n_rows,)
+            Each row's class index: 0 for ``classes_[0]``, 1 for ``classes_[1]``
+            (``core.labels.LabelMap.indices``); checked.
+
+        Returns
+        -------
+        Steps
+            Per row: the score and loss before its update, whether it changed the model, and
+            the class index it predicted then (``predicted``, int64).
+
+        Raises
+        ------
+        PartialBatchError
+            If a row's squared norm or score overflows float64: the rows before it were
+            learned (``error.learned``), it and the rest were not.
+
+        Examples
+        --------
+        >>> from core.features import as_batch
+        >>> from core.linear import LinearPA
+        >>> model = LinearPA(n_features=2, classes=["ham", "spam"])
+        >>> steps = model.learn_batch(as_batch([[1.0, 0.0], [0.0, 1.0]], 2), np.array([1, 0]))
+        >>> steps.predicted, steps.losses
+        (array([0, 1]), array([1. , 1.5]))
+        """
+        targets = check_targets(targets, batch.n_rows, 2)
+        steps = self.learn_rows(batch, np.where(targets == 1, 1.0, -1.0))
+        predicted = (steps.scores > 0).astype(INDEX)
+        return Steps(steps.scores, steps.losses, steps.aggressive, None, predicted)
+
+    # implemented by subclasses
+    def learn_row(self, indices: np.ndarray, values: np.ndarray, y: float) -> Step:
+        """Update the model with one row already validated for it and its numeric target.
+
+        Parameters
+        ----------
+        indices, values : ndarray
+            A row validated with the model's ``n_features`` (see :meth:`score_row`).
+        y : float
+            ``-1.0`` for ``classes_[0]``, ``+1.0`` for ``classes_[1]`` (a regression model:
+            the target value, finite).
+
+        Returns
+        -------
+        Step
+            The score, loss and prediction before the update, and whether it changed the
+            model.
+
+        Raises
+        ------
+        ValueError
+            If the row's squared norm or score overflows float64; nothing is learned.
+        """
+        raise NotImplementedError  # pragma: no cover
+
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+        """Update the model with the rows of a batch already validated for it, in order, and
+        their numeric targets: the model of :meth:`learn_row` on each row.
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        y : ndarray of float64, shape (n_rows,)
+            One target per row, as :meth:`learn_row` takes it.
+
+        Returns
+        -------
+        Steps
+            Per row: the score and loss before its update and whether it changed the model
+            (``predicted`` is None).
+
+        Raises
+        ------
+        PartialBatchError
+            If a row's squared norm or score overflows float64: the rows before it were
+            learned (``error.learned``), it and the rest were not.
+        """
+        raise NotImplementedError  # pragma: no cover
 
 
 class BatchClassifier(BinaryModel):
@@ -790,130 +900,6 @@ class BatchClassifier(BinaryModel):
 
     def _fit_batch(self, batch: CSRBatch, y: np.ndarray) -> None:  # pragma: no cover
         raise NotImplementedError
-
-
-# =============================================================================================
-# States and specs
-# =============================================================================================
-def params_spec(model: Estimator) -> dict[str, Any]:
-    """JSON-serialisable hyperparameters; sub-models become ``{"kind", "params"}``.
-
-    Raises ``ValueError`` for a hyperparameter that JSON cannot hold (e.g. a tuple label).
-
-    >>> from core.linear import LinearPA
-    >>> params_spec(LinearPA(n_features=3))
-    {'n_features': 3, 'mode': 'pa', 'C': 1.0, 'fit_intercept': True, 'classes': None}
-    """
-    spec = {}
-    for name, value in model.get_params().items():
-        if isinstance(value, Estimator):
-            value = {"kind": type(value).__name__, "params": params_spec(value)}
-        if name == "classes" and value is not None:
-            check_state_labels(value)  # a tuple label would come back as an unhashable list
-        value = _plain(value)
-        if not _is_json(value):
-            raise ValueError(
-                f"hyperparameter {name}={value!r} of {type(model).__name__} cannot be written "
-                "into a state (JSON holds strings, numbers, booleans, None, lists and dicts)"
-            )
-        spec[name] = value
-    return spec
-
-
-def _is_json(value) -> bool:
-    if value is None or isinstance(value, str | int | float | bool):
-        return True
-    if isinstance(value, list):
-        return all(_is_json(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
-    return False
-
-
-def _with_defaults(params, cls: type) -> Any:
-    """``params`` of a state for ``cls`` with the hyperparameters it lacks at their defaults
-    (recursively for sub-model specs): a state written before a hyperparameter existed."""
-    if not isinstance(params, dict):
-        return params
-    out = dict(params)
-    for p in inspect.signature(cls.__init__).parameters.values():
-        if p.kind is p.KEYWORD_ONLY and p.name not in out and p.default is not p.empty:
-            out[p.name] = _plain(p.default)
-    for name, value in out.items():
-        if isinstance(value, dict) and value.get("kind") in MODEL_KINDS and "params" in value:
-            child = MODEL_KINDS[value["kind"]]
-            out[name] = {**value, "params": _with_defaults(value["params"], child)}
-    return out
-
-
-def from_spec(spec: dict[str, Any]) -> Estimator:
-    """Build an unfitted model from ``{"kind", "params"}`` (as written by ``get_state``).
-
-    >>> from_spec({"kind": "LinearPA", "params": {"n_features": 2, "mode": "pa1"}})
-    LinearPA(n_features=2, mode='pa1', C=1.0, fit_intercept=True, classes=None)
-    """
-    kind = spec.get("kind")
-    if kind not in MODEL_KINDS:
-        for module in MODEL_MODULES:
-            importlib.import_module(module)
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"unknown model kind {kind!r}")
-    cls = MODEL_KINDS[kind]
-    params = {}
-    for name, value in spec.get("params", {}).items():
-        if isinstance(value, dict) and "kind" in value and "params" in value:
-            value = from_spec(value)
-        params[name] = value
-    return cls(**params)
-
-
-def from_state(state: dict[str, Any]) -> Estimator:
-    """Rebuild a model, hyperparameters and learned state, from ``get_state()``'s output.
-
-    >>> from core.linear import LinearPA
-    >>> model = LinearPA(n_features=1)
-    >>> _ = model.learn_one([1.0], 1)
-    >>> from_state(model.get_state()).w_
-    array([0.5, 0.5])
-    """
-    model = from_spec(state)
-    model.set_state(state)
-    return model
-
-
-def state_digest(state: dict[str, Any]) -> str:
-    """SHA-256 of a state (arrays bit for bit, scalars, params): equal iff states are equal.
-
-    >>> from core.linear import LinearPA
-    >>> a, b = LinearPA(n_features=2), LinearPA(n_features=2)
-    >>> state_digest(a.get_state()) == state_digest(b.get_state())
-    True
-    """
-    digest = hashlib.sha256()
-    digest.update(
-        json.dumps([state["kind"], state["params"], state["scalars"]], sort_keys=True).encode()
-    )
-    for name in sorted(state["arrays"]):
-        array = state["arrays"][name]
-        digest.update(f"{name}{array.shape}{array.dtype}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def _plain(value):
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.str_):
-        return str(value)
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def steps_from(scores: np.ndarray, labels: np.ndarray, steps: np.ndarray) -> Steps:

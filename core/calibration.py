@@ -12,9 +12,9 @@ model gives to unseen examples):
   ``memory`` scores: any monotone shape, where enough examples make it fit.
 
 The calibrator's state is part of the model's (``calibrator.*`` entries of ``get_state``), so a
-restored model gives the same probabilities. The reductions of :mod:`core.multiclass` turn
-calibrated binary models into class probabilities, and :class:`core.averaging.Averaged`
-passes them through.
+restored model gives the same probabilities. The reductions (:mod:`core.one_vs_rest`,
+:mod:`core.one_vs_one`) turn calibrated binary models into class probabilities, and
+:class:`core.averaging.Averaged` passes them through.
 
 >>> import numpy as np
 >>> from core.linear import LinearPA
@@ -253,8 +253,8 @@ class Calibrated(BinaryClassifier):
     It learns, scores and predicts exactly as ``model`` does (the same steps, scores and
     labels, bit for bit); each example's score before the update then teaches the
     calibrator. ``predict_proba_one`` / ``predict_proba_many`` give
-    ``P(y = classes_[1] | x)``. As a ``base`` of :class:`core.multiclass.OneVsRest` or
-    :class:`~core.multiclass.OneVsOne` every binary sub-model gets a calibrator of its own,
+    ``P(y = classes_[1] | x)``. As a ``base`` of :class:`core.one_vs_rest.OneVsRest` or
+    :class:`~core.one_vs_one.OneVsOne` every binary sub-model gets a calibrator of its own,
     and the reduction gives class probabilities.
 
     Parameters
@@ -304,22 +304,20 @@ class Calibrated(BinaryClassifier):
         self.model_ = model.clone()
         self.calibrator_ = CALIBRATORS[method](memory=memory)
         self.n_features = self.model_.n_features
-        self.classes_ = self.model_.classes_
-        self._label_map = self.model_._label_map
-        self._label_array = self.model_._label_array
+        self._init_classes(self.model_.classes)  # the model's labels, mapped as it maps them
 
     def _children(self) -> list[tuple[str, Estimator]]:
         return [("model", self.model_), ("calibrator", self.calibrator_)]
 
     # -- learning: the model's, then the calibrator's ----------------------------------------
-    def _learn_row(self, indices, values, y: float) -> Step:
-        step = self.model_._learn_row(indices, values, y)
+    def learn_row(self, indices, values, y: float) -> Step:
+        step = self.model_.learn_row(indices, values, y)
         self.calibrator_.learn_one(step.score, y > 0.0)
         return step
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         try:
-            steps = self.model_._learn_batch(batch, y)
+            steps = self.model_.learn_rows(batch, y)
         except PartialBatchError as error:
             # the model learned the rows before the one it refused: so does the calibrator
             learned = len(error.learned)
@@ -329,8 +327,8 @@ class Calibrated(BinaryClassifier):
         return steps
 
     # -- scores and probabilities ----------------------------------------------------------
-    def _score_row(self, indices, values) -> float:
-        return self.model_._score_row(indices, values)
+    def score_row(self, indices, values) -> float:
+        return self.model_.score_row(indices, values)
 
     def score_batch(self, batch: CSRBatch) -> np.ndarray:
         return self.model_.score_batch(batch)

@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from core.base import Estimator, from_state, state_digest
+from core.base import Estimator
+from core.registry import from_state, state_digest
 
 __all__ = [
     "CHECKS",
@@ -163,21 +164,35 @@ def check_bad_input(factory, X, y, *, bad_labels: Sequence = BAD_LABELS, **_) ->
     assert digest(model) == reference, "a refused input changed the model"
 
 
+#: what no count of a state holds: negative, fractional, beyond int64, a boolean, not a number
+BAD_COUNTS = (-1, -1.5, 0.5, 2**63, 10**40, 10**400, True, float("nan"), "3", None)
+#: what no float scalar of a state holds
+BAD_FLOATS = (float("nan"), float("inf"), 10**400, True, "0.5", None)
+
+
 def check_bad_state(factory, X, y, **_) -> None:
-    """A state with a wrong shape or a negative counter is refused and nothing is written."""
+    """A state with a wrong shape or dtype (bytes, objects), a count that is not an integer in
+    [0, 2**63), a float scalar that is not finite, or missing parts is refused with
+    ``ValueError`` and nothing is written (``set_state`` and ``set_scalars``)."""
     model = _learned(factory, X, y)
     reference = digest(model)
-    broken = model.get_state()
-    name = next(iter(broken["arrays"]))
-    broken["arrays"][name] = broken["arrays"][name][..., :-1].copy()
-    _raises(ValueError, model.set_state, broken)
-    assert digest(model) == reference
-    broken = model.get_state()
-    if broken["scalars"]:
-        name = next(iter(broken["scalars"]))
-        broken["scalars"][name] = -1.5
+
+    state = model.get_state()  # (set_state reads its state, never writes it)
+
+    def refused(broken) -> None:
         _raises(ValueError, model.set_state, broken)
-        assert digest(model) == reference
+        assert digest(model) == reference, "a refused state changed the model"
+
+    name, array = next(iter(state["arrays"].items()))
+    for wrong in (array[..., :-1].copy(), np.ones_like(array, np.uint8), array.astype(object)):
+        refused({**state, "arrays": {**state["arrays"], name: wrong}})
+    refused({k: v for k, v in state.items() if k != "scalars"})
+    for key, value in state["scalars"].items():
+        for bad in BAD_COUNTS if isinstance(value, int) else BAD_FLOATS:
+            scalars = {**state["scalars"], key: bad}
+            refused({**state, "scalars": scalars})
+            _raises(ValueError, model.set_scalars, scalars)
+            assert digest(model) == reference, "refused scalars changed the model"
 
 
 def check_empty_batch(factory, X, y, **_) -> None:

@@ -18,6 +18,7 @@ from core.kernels.dos import (
     _dos_score_batch,
 )
 from core.validation import (
+    PAVariant,
     check_choice,
     check_count,
     check_integer,
@@ -117,6 +118,10 @@ class DoSClassifier(BinaryClassifier):
         The paper's U and V, bias column last: writable transposed views of one feature-major
         array of shape (n_features + 1, 2 * rank) whose row j holds column j of U then of V
         (a sparse example touches only the rows of its features, each contiguous).
+    W_ : ndarray of shape (n_features + 1, 2 * rank), of type ``dtype``
+        That feature-major array, ``[U_^T | V_^T]``: what the kernels update in place, and
+        what ``core.stacking`` stacks side by side for the reductions. Not a state entry of
+        its own (``U_`` and ``V_`` are).
     n_seen_ : int
         Examples learned. ``n_updates_`` : int, aggressive updates among them.
 
@@ -170,13 +175,18 @@ class DoSClassifier(BinaryClassifier):
         V = rng.standard_normal(shape) * std
         if dtype == "float32" and max(np.abs(U).max(), np.abs(V).max()) > FLOAT32_MAX:
             raise ValueError(f"init_scale {init_scale} overflows float32")
-        self._W = aligned_empty((n_features + 1, 2 * rank), dtype)
-        self._W[:, :rank] = U.T
-        self._W[:, rank:] = V.T
-        self.U_ = self._W[:, :rank].T
-        self.V_ = self._W[:, rank:].T
+        self.W_ = aligned_empty((n_features + 1, 2 * rank), dtype)
+        self.W_[:, :rank] = U.T
+        self.W_[:, rank:] = V.T
+        self.U_ = self.W_[:, :rank].T
+        self.V_ = self.W_[:, rank:].T
         self.n_seen_ = 0
         self.n_updates_ = 0
+
+    @property
+    def pa_variant(self) -> PAVariant:
+        """The passive-aggressive variant as the kernels take it (``mode`` code, ``C``)."""
+        return PAVariant(self._mode, self._C)
 
     @property
     def _overflow(self) -> str:
@@ -185,9 +195,9 @@ class DoSClassifier(BinaryClassifier):
             return "squared norm or score overflows float64"
         return "squared norm or score overflows float64, or its update float32"
 
-    def _learn_row(self, indices, values, y: float) -> Step:
+    def learn_row(self, indices, values, y: float) -> Step:
         status, score, nu = _dos_learn_one(
-            self._W, indices, values, y, self._mode, self._C, self.n_seen_
+            self.W_, indices, values, y, self._mode, self._C, self.n_seen_
         )
         if status != STEP_OK:
             raise ValueError(f"the example's {self._overflow}")
@@ -197,14 +207,14 @@ class DoSClassifier(BinaryClassifier):
         predicted = self.classes_[1] if score > 0 else self.classes_[0]
         return Step(score, max(0.0, 1.0 - y * score), moved, int(moved), predicted)
 
-    def _score_row(self, indices, values) -> float:
-        return _dos_score(self._W, indices, values)
+    def score_row(self, indices, values) -> float:
+        return _dos_score(self.W_, indices, values)
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         nus = np.zeros(batch.n_rows)
         failed, done = _dos_learn_batch(
-            self._W,
+            self.W_,
             batch.indptr,
             batch.indices,
             batch.values,
@@ -226,5 +236,5 @@ class DoSClassifier(BinaryClassifier):
 
     def score_batch(self, batch: CSRBatch) -> np.ndarray:
         scores = np.empty(batch.n_rows)
-        _dos_score_batch(self._W, batch.indptr, batch.indices, batch.values, scores)
+        _dos_score_batch(self.W_, batch.indptr, batch.indices, batch.values, scores)
         return scores

@@ -60,6 +60,7 @@ __all__ = [
     "check_n_features",
     "dense_row",
     "first_overflowing_row",
+    "sliceable",
     "sparse_row",
     "squared_norm",
 ]
@@ -89,6 +90,20 @@ class CSRBatch:
     def row(self, i: int) -> Row:
         start, stop = self.indptr[i], self.indptr[i + 1]
         return self.indices[start:stop], self.values[start:stop]
+
+    def slice_rows(self, start: int, stop: int) -> CSRBatch:
+        """Rows ``start .. stop - 1`` as a batch of their own (views of this one's arrays,
+        ``indptr`` rebased), for ``0 <= start <= stop <= n_rows``.
+
+        >>> as_batch(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]), 2).slice_rows(1, 3).indptr
+        array([0, 1, 3])
+        """
+        if not 0 <= start <= stop <= self.n_rows:
+            raise ValueError(f"rows {start}..{stop} of a batch of {self.n_rows}")
+        first, last = self.indptr[start], self.indptr[stop]
+        return CSRBatch(
+            self.indptr[start : stop + 1] - first, self.indices[first:last], self.values[first:last]
+        )
 
 
 @lru_cache(maxsize=64)
@@ -350,3 +365,42 @@ def _checked_csr(indptr, indices, values, n_features: int) -> CSRBatch:
         start = indptr[row]
         _raise_sparse(status, position, indices[start:], values[start:], n_features, f"row {row}: ")
     return CSRBatch(indptr, indices, values)
+
+
+def sliceable(X, y):
+    """``(X, y, n_rows)``: a batch (2-D array, scipy sparse matrix or sequence of rows) and its
+    labels in forms that slice by rows (a sparse matrix as CSR), checked for one label per
+    row (ValueError otherwise); the rows themselves are validated later (``as_batch``).
+
+    >>> X, y, n_rows = sliceable([[1.0], [2.0]], (1, -1))
+    >>> n_rows, X[1:], y[:1]
+    (2, [[2.0]], (1,))
+    """
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        n_rows = X.shape[0]
+    elif isinstance(X, np.ndarray):
+        if X.ndim != 2:
+            raise ValueError(f"batch must be 2-D, got shape {X.shape}")
+        n_rows = X.shape[0]
+    elif isinstance(X, str | bytes | Mapping):
+        raise ValueError(
+            f"a batch is a 2-D array, a sparse matrix or a sequence of rows, got {X!r}"
+        )
+    else:
+        if not isinstance(X, Sequence):
+            try:
+                X = list(X)
+            except TypeError:
+                raise ValueError(f"cannot read a batch from {type(X).__name__}") from None
+        n_rows = len(X)
+    if isinstance(y, str | bytes | Mapping) or np.ndim(y) == 0:
+        raise ValueError(f"labels must be a sequence, got {y!r}")
+    if not isinstance(y, np.ndarray | Sequence):
+        try:
+            y = list(y)
+        except TypeError:
+            raise ValueError(f"labels must be a sequence, got {y!r}") from None
+    if len(y) != n_rows:
+        raise ValueError(f"got {len(y)} labels for {n_rows} rows")
+    return X, y, n_rows

@@ -13,7 +13,7 @@ from core.kernels.linear import (
     _linear_score_batch,
     _linear_step,
 )
-from core.validation import check_flag, check_n_features, check_pa_params
+from core.validation import PAVariant, check_flag, check_n_features, check_pa_params
 
 __all__ = ["LinearPA"]
 
@@ -88,7 +88,18 @@ class LinearPA(BinaryClassifier):
         self.n_seen_ = 0
         self.n_updates_ = 0
 
-    def _learn_row(self, indices, values, y: float) -> Step:
+    @property
+    def pa_variant(self) -> PAVariant:
+        """The passive-aggressive variant as the kernels take it (``mode`` code, ``C``)."""
+        return PAVariant(self._mode, self._C)
+
+    @property
+    def bias_feature(self) -> float:
+        """The constant appended to every example, ``z = [x, bias_feature]``: 1.0, or 0.0
+        without an intercept (which keeps the bias ``w_[-1]`` at 0)."""
+        return self._bias
+
+    def learn_row(self, indices, values, y: float) -> Step:
         status, score, tau = _linear_step(
             self.w_, indices, values, self._bias, y, self._mode, self._C
         )
@@ -100,10 +111,10 @@ class LinearPA(BinaryClassifier):
         predicted = self.classes_[1] if score > 0 else self.classes_[0]
         return Step(score, max(0.0, 1.0 - y * score), moved, int(moved), predicted)
 
-    def _score_row(self, indices, values) -> float:
+    def score_row(self, indices, values) -> float:
         return _linear_score(self.w_, indices, values, self._bias)
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         taus = np.zeros(batch.n_rows)
         failed, done = _linear_learn_batch(

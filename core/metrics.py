@@ -25,6 +25,8 @@ from collections import deque
 
 import numpy as np
 
+from core.state import state_array, state_count, state_sum
+
 __all__ = [
     "ProgressiveAccuracy",
     "ProgressiveRMSE",
@@ -325,19 +327,36 @@ class ProgressiveValidation:
 
     def set_state(self, state: dict) -> None:
         """Load ``get_state()``'s output; a state saved with another window keeps its most
-        recent examples that fit."""
-        recent = np.asarray(state["arrays"]["recent_"], dtype=float)
-        scalars = state["scalars"]
-        n = int(scalars["n"])
-        if recent.ndim != 2 or recent.shape[0] != 3 or n < 0:
+        recent examples that fit. Everything is checked first (ValueError, nothing changed):
+        ``recent_`` a float64 array of shape (3, saved window), the counts non-negative
+        integers that fit int64 with ``correct <= n`` and ``filled <= min(n, saved window)``,
+        the sums and the window's terms never NaN or -inf (a running sum may have overflowed
+        to +inf, and a loss computed as a difference may round below zero: both are states
+        this object reaches, so both load)."""
+        try:
+            recent, scalars = state["arrays"]["recent_"], state["scalars"]
+            n, correct = scalars["n"], scalars["correct"]
+            loss_sum, squared_sum = scalars["loss_sum"], scalars["squared_sum"]
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"a progressive state misses {error}") from None
+        recent = state_array("recent_", recent, np.float64, sums=True)
+        if recent.ndim != 2 or recent.shape[0] != 3 or recent.shape[1] < 1:
             raise ValueError(f"a progressive window has shape (3, window), got {recent.shape}")
-        filled = int(scalars.get("filled", min(n, recent.shape[1])))
-        kept = min(filled, recent.shape[1], self.window)  # the newest examples, oldest first
+        n, correct = state_count("n", n), state_count("correct", correct)
+        filled = state_count("filled", scalars.get("filled", min(n, recent.shape[1])))
+        loss_sum = state_sum("loss_sum", loss_sum)
+        squared_sum = state_sum("squared_sum", squared_sum)
+        if correct > n or filled > min(n, recent.shape[1]):
+            raise ValueError(
+                f"a progressive state counts correct={correct} and filled={filled} of n={n} "
+                f"examples in a window of {recent.shape[1]}"
+            )
+        kept = min(filled, self.window)  # the newest examples, oldest first
         order = (n - kept + np.arange(kept)) % recent.shape[1]
         self.recent_ = np.zeros((3, self.window))
         self.recent_[:, (n - kept + np.arange(kept)) % self.window] = recent[:, order]
-        self.n, self.filled, self.correct = n, kept, int(scalars["correct"])
-        self.loss_sum, self.squared_sum = float(scalars["loss_sum"]), float(scalars["squared_sum"])
+        self.n, self.filled, self.correct = n, kept, correct
+        self.loss_sum, self.squared_sum = loss_sum, squared_sum
 
 
 def _pair(a, b, numeric: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -22,8 +22,8 @@ from numbers import Integral
 import numpy as np
 
 from core.align import ALIGNMENTS, running_average
-from core.averaging import _sliceable
 from core.base import Estimator
+from core.features import sliceable
 
 __all__ = ["DataParallel", "deal", "merge"]
 
@@ -117,7 +117,7 @@ class DataParallel:
 
     def learn_many(self, X, y) -> None:
         """Learn a batch: each part between merges dealt to the workers, then merged."""
-        X, y, n_rows = _sliceable(X, y)
+        X, y, n_rows = sliceable(X, y)
         y = np.asarray(y)
         for start, stop in self.rounds(n_rows):
             for worker, rows in zip(

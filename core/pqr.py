@@ -209,13 +209,22 @@ class PQR(BinaryClassifier):
     def learn_one(self, x, y) -> Step:
         label = self._label(y)
         indices, values = self._row(x)
-        return self._learn_row(indices, values, label)
+        return self.learn_row(indices, values, label)
 
     def learn_many(self, X, y) -> Steps:
         batch = self._batch(X)
-        steps = self._learn_batch(batch, self._labels(y, batch.n_rows))
+        steps = self.learn_rows(batch, self._labels(y, batch.n_rows))
         predicted = steps.scores if self._task == TASK_REGRESSION else self._labels_of(steps.scores)
         return Steps(steps.scores, steps.losses, steps.aggressive, None, predicted)
+
+    def learn_batch(self, batch: CSRBatch, targets) -> Steps:
+        """``BinaryClassifier.learn_batch`` (class indices) for ``task="binary"``; for
+        ``task="regression"`` the targets are the finite label values (checked), and the
+        steps' ``predicted`` the scores before each update, as ``learn_many``'s."""
+        if self._task == TASK_BINARY:
+            return super().learn_batch(batch, targets)
+        steps = self.learn_rows(batch, self._labels(targets, batch.n_rows))
+        return Steps(steps.scores, steps.losses, steps.aggressive, None, steps.scores)
 
     def _label(self, y) -> float:
         if self._task == TASK_BINARY:
@@ -255,7 +264,7 @@ class PQR(BinaryClassifier):
     def _hyper(self):
         return self._optimizer, self._alpha, self._beta, self._l1, self._l2
 
-    def _learn_row(self, indices, values, y: float) -> Step:
+    def learn_row(self, indices, values, y: float) -> Step:
         active_slots, active_values, work_index, work_value = self._scratch(indices.shape[0])
         status, score, loss, moved = _pqr_step(
             self._zn,
@@ -284,7 +293,7 @@ class PQR(BinaryClassifier):
             predicted = self.classes_[1] if score > 0 else self.classes_[0]
         return Step(score, loss, moved, int(moved), predicted)
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         n_rows = batch.n_rows
         scores = np.zeros(n_rows)
         losses = np.zeros(n_rows)
@@ -343,7 +352,7 @@ class PQR(BinaryClassifier):
                 self._separate(self._explicit)
 
     # -- scoring -----------------------------------------------------------------------------
-    def _score_row(self, indices, values) -> float:
+    def score_row(self, indices, values) -> float:
         active_slots, active_values, work_index, work_value = self._scratch(indices.shape[0])
         return _pqr_score(
             self._zn,

@@ -35,7 +35,8 @@ from core.base import BinaryClassifier, Estimator
 from core.calibration import Calibrated
 from core.features import FeatureHasher, Row
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from core.pqr import PQR
 
 __all__ = ["RiverClassifier", "RiverRegressor"]

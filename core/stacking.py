@@ -1,6 +1,7 @@
 """Binary models of a multi-class reduction stacked side by side, so that a block of rows is
-scored against all of them by one product (``core.multiclass`` uses it for batch scoring and
-for one-vs-one learning with progressive scores; kernels in ``core.kernels.multiclass``).
+scored against all of them by one product (the reductions of ``core.reduction`` use it for
+batch scoring, ``core.one_vs_one`` for learning with progressive scores; kernels in
+``core.kernels.multiclass``).
 One-vs-one learning with progressive scores goes by blocks of rows (``learn_by_blocks``), or,
 for DoS pairs small enough to stay in the caches, pair after pair (``learn_pair_by_pair``): no
 product, no Gram correction."""
@@ -69,7 +70,7 @@ def learn_pair_by_pair(
     every row in order and learns the rows of classes i (+1) and j (-1) right after their
     score. The pairs are independent models, so this is the ``learn_one`` loop's arithmetic
     (each pair's steps in the same order, by the same kernel), while a pair's parameters
-    stay in the caches for the whole batch (block products, ``_Stack``, cycle through every
+    stay in the caches for the whole batch (block products, ``Stack``, cycle through every
     pair's parameters for every block).
 
     ``models``: DoS models (calibrated or not) of at most ``PAIR_BY_PAIR_BYTES`` each, else
@@ -82,27 +83,27 @@ def learn_pair_by_pair(
     """
     cores = [_stackable(model) for model in models]
     if not all(
-        type(core) is DoSClassifier and core._W.nbytes <= PAIR_BY_PAIR_BYTES for core in cores
+        type(core) is DoSClassifier and core.W_.nbytes <= PAIR_BY_PAIR_BYTES for core in cores
     ):
         return None
     n_rows = batch.n_rows
     scores = np.empty((len(cores), n_rows))
     nus = np.empty((len(cores), n_rows))
-    mask = np.zeros(cores[0]._W.shape[0], dtype=bool)
+    mask = np.zeros(cores[0].W_.shape[0], dtype=bool)
     mask[batch.indices] = True
     mask[-1] = True  # the bias row
     touched = np.flatnonzero(mask)
-    saved = [core._W[touched] for core in cores]  # the rows this batch can change
+    saved = [core.W_[touched] for core in cores]  # the rows this batch can change
     learned = []
     for p, (core, (i, j)) in enumerate(zip(cores, pairs, strict=True)):
         y = np.where(targets == i, 1.0, np.where(targets == j, -1.0, 0.0))
         failed, done = _dos_progressive_rows(
-            core._W, batch.indptr, batch.indices, batch.values, y, core._mode, core._C,
+            core.W_, batch.indptr, batch.indices, batch.values, y, *core.pa_variant,
             core.n_seen_, scores[p], nus[p],
         )  # fmt: skip
         if failed >= 0:
             for each, rows in zip(cores, saved, strict=True):
-                each._W[touched] = rows
+                each.W_[touched] = rows
             return None
         learned.append(done)
     for core, done, moved in zip(cores, learned, nus, strict=True):
@@ -132,7 +133,7 @@ def learn_by_blocks(
     are not finite (nothing of it learned). The models' parameters and step counters are
     updated; their calibrators are the caller's.
     """
-    stack = _Stack.of(models, batch, n_features)
+    stack = Stack.of(models, batch, n_features)
     if stack is None:
         return None
     n_rows, n_pairs = batch.n_rows, len(models)
@@ -152,13 +153,13 @@ def learn_by_blocks(
             if stack.dos:
                 failed = _ovo_dos_learn_block(
                     stack.W, stack.rank, batch.indptr, stack.indices, batch.values, start,
-                    stop, targets, pairs_of, first, base._mode, base._C, seen, P, G, h,
+                    stop, targets, pairs_of, first, *base.pa_variant, seen, P, G, h,
                     scores, losses, counts, updates,
                 )  # fmt: skip
             else:
                 failed = _ovo_linear_learn_block(
-                    stack.W, base._bias, batch.indptr, stack.indices, batch.values, start,
-                    stop, targets, pairs_of, first, base._mode, base._C, seen, P, G,
+                    stack.W, base.bias_feature, batch.indptr, stack.indices, batch.values, start,
+                    stop, targets, pairs_of, first, *base.pa_variant, seen, P, G,
                     scores, losses, counts, updates,
                 )  # fmt: skip
             if failed >= 0:
@@ -170,7 +171,7 @@ def learn_by_blocks(
     return scores, losses, counts, n_rows if failed < 0 else failed
 
 
-class _Stack:
+class Stack:
     """A reduction's binary models stacked over the active features of one batch.
 
     ``W`` (n_active + 1, n_models * width) holds, for each active feature of the batch and
@@ -200,11 +201,11 @@ class _Stack:
             self.indices = np.searchsorted(active, batch.indices).astype(INDEX)
             n_active = active.shape[0]
         if self.dos:
-            self.W = np.hstack([core._W[self.rows] for core in cores])
+            self.W = np.hstack([core.W_[self.rows] for core in cores])
             self.bias = np.ones(self.W.shape[1])
         else:
             self.W = np.column_stack([core.w_[self.rows] for core in cores])
-            self.bias = np.array([core._bias for core in cores], dtype=FLOAT)
+            self.bias = np.array([core.bias_feature for core in cores], dtype=FLOAT)
         if batch is not None:
             cells = batch.n_rows * n_active
             self.dense = cells > 0 and batch.values.shape[0] >= DENSE_SHARE * cells
@@ -225,14 +226,14 @@ class _Stack:
         return cores
 
     @classmethod
-    def of(cls, models: list, batch: CSRBatch, n_features: int) -> _Stack | None:
+    def of(cls, models: list, batch: CSRBatch, n_features: int) -> Stack | None:
         """The stack of ``models`` over ``batch``, or None unless they are all DoS (of one
         rank) or all linear PA models."""
         cores = cls._cores(models)
         return None if cores is None else cls(cores, batch, n_features)
 
     @classmethod
-    def of_dense(cls, models: list, n_features: int) -> _Stack | None:
+    def of_dense(cls, models: list, n_features: int) -> Stack | None:
         """The stack of ``models`` over every feature, for dense rows (None as :meth:`of`, or
         beyond ``FULL_STACK_FLOATS``)."""
         cores = cls._cores(models)
@@ -296,6 +297,6 @@ class _Stack:
         for p, core in enumerate(self.cores):
             columns = self.W[:, p * self.width : (p + 1) * self.width]
             if self.dos:
-                core._W[self.rows] = columns
+                core.W_[self.rows] = columns
             else:
                 core.w_[self.rows] = columns[:, 0]

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import NamedTuple
 
 __all__ = [
     "PA_MODES",
+    "PAVariant",
     "check_choice",
     "check_count",
     "check_flag",
@@ -33,6 +35,14 @@ __all__ = [
 
 #: Passive-aggressive variants, dispatched to the kernels as small integers.
 PA_MODES = {"pa": 0, "pa1": 1, "pa2": 2}
+
+
+class PAVariant(NamedTuple):
+    """A passive-aggressive variant as the kernels take it: ``mode`` (a code of
+    :data:`PA_MODES`) and the aggressiveness ``C`` as a float."""
+
+    mode: int
+    C: float
 
 
 def _is_real(value) -> bool:
@@ -99,9 +109,13 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
-def check_pa_params(mode: str, C) -> tuple[int, float]:
+def check_pa_params(mode: str, C) -> PAVariant:
     """A passive-aggressive variant name and its aggressiveness ``C``; returns the kernels'
-    mode code and ``C`` as a float."""
+    mode code and ``C`` as a float.
+
+    >>> check_pa_params("pa1", 1)
+    PAVariant(mode=1, C=1.0)
+    """
     if mode not in PA_MODES:
         raise ValueError(f"mode must be one of {sorted(PA_MODES)}, got {mode!r}")
-    return PA_MODES[mode], check_positive("C", C)
+    return PAVariant(PA_MODES[mode], check_positive("C", C))

@@ -57,7 +57,7 @@ def warm_up() -> None:
     from core.dos import DoSClassifier
     from core.features import as_batch, first_overflowing_row, squared_norm
     from core.linear import LinearPA
-    from core.multiclass import OneVsOne
+    from core.one_vs_one import OneVsOne
     from core.pqr import PQR
 
     parse_svmlight(b"1 1:0.5 2:1e-30 3:0.30000000000000004\n", n_features=3)
@@ -71,7 +71,7 @@ def warm_up() -> None:
         pqr.score_one(([0], [1.0]))
         pqr.score_many(X)
     from core.mofm import MultiOutputPN
-    from core.multiclass import OrdinalMcRank
+    from core.ordinal import OrdinalMcRank
     from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
 
     for model, labels in (

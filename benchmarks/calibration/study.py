@@ -16,7 +16,8 @@ from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.metrics import expected_calibration_error, log_loss, reliability_curve
 from core.mofm import MultiOutputPN
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from core.pqr import PQR
 from core.separation import Perceptron
 

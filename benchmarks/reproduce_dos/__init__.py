@@ -27,7 +27,7 @@ pair's feature-major ``[U^T | V^T]``, the layout of the public kernel entries of
 core score kernels on the non-zero pixels of the row, the 10-way vote (the prediction, before
 learning), then the 9 updates of the pairs of the example's digit with the core step kernels.
 Every model consumes the same generated chunks. The vote and the per-pair updates are those
-of ``core.multiclass.OneVsOne`` (tests check it bit for bit), without its per-example Python
+of ``core.one_vs_one.OneVsOne`` (tests check it bit for bit), without its per-example Python
 loop.
 
 Parts: :mod:`~benchmarks.reproduce_dos.kernels` (the stacked one-vs-one kernels),

@@ -25,7 +25,7 @@ PAIRS_OF = np.array(
 class Family:
     """45 stacked pair models of one kind (linear, or DoS of one rank), live and averaged.
 
-    Every pair starts from the same binary model (``core.multiclass.OneVsOne`` clones its
+    Every pair starts from the same binary model (``core.one_vs_one.OneVsOne`` clones its
     base): zeros for linear, ``DoSClassifier(n_features=784, rank, seed)``'s random U, V.
     """
 

@@ -1,6 +1,6 @@
 """The stacked one-vs-one kernels: a chunk of digits through the 45 pair models of a family in
 one compiled loop, over the public kernel entries of :mod:`core.kernels`; the vote and the
-updates are ``core.multiclass.OneVsOne``'s."""
+updates are ``core.one_vs_one.OneVsOne``'s."""
 
 import numba
 import numpy as np
@@ -29,7 +29,7 @@ def nonzero_pixels(X, n, indices, values):
 
 @numba.njit(**NJIT_OPTIONS)
 def ovo_winner(scores, first, second, votes, confidence):
-    """core.multiclass.OneVsOne's decision: most votes, ties to the highest confidence (the
+    """core.one_vs_one.OneVsOne's decision: most votes, ties to the highest confidence (the
     scores signed towards the class, summed in the same order), then to the lowest class."""
     for c in range(votes.shape[0]):
         votes[c] = 0

@@ -119,7 +119,7 @@ def write_markdown(result: dict, out: Path, fig4: Path, fig5: Path, note: str = 
         "### Setup",
         "",
         "- Task: ten-way digit classification by the majority vote of 45 one-vs-one binary "
-        "classifiers (ties broken by the summed signed scores, as `core.multiclass.OneVsOne`); "
+        "classifiers (ties broken by the summed signed scores, as `core.one_vs_one.OneVsOne`); "
         "pair (i, j) learns only from digits i (+1) and j (-1).",
         "- Models: linear PA (eq 2, zero start) and DoS PA (eqs 17-20, hard margin) of rank "
         f"d in {list(config['ranks'])}, U and V drawn from N(0, 1 / (d * 785)) "

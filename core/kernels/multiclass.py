@@ -1,6 +1,6 @@
 """Kernels of the multi-class reductions over stacked binary models.
 
-The binary models of a reduction (``core.multiclass``) are stacked side by side in one
+The binary models of a reduction (``core.reduction``) are stacked side by side in one
 feature-major array: ``W`` of shape (n_active + 1, n_models * width) whose row k holds the
 parameters of active feature k of every model (``width`` = 2 * rank for DoS, the columns of
 ``U`` then ``V`` as in ``core.kernels.dos``; 1 for a linear model), the last row the bias.

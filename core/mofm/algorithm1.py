@@ -4,14 +4,15 @@ basis selection of eqs (4)-(6) and the corrective refits of the output layer (an
 ``../shared/papers/multi-output-polynomial-networks.txt``. Written over numpy / scipy products
 (BLAS does the heavy lifting); :class:`Problem` holds the training set and the products the
 selection needs, :func:`select_basis` picks one basis vector, :func:`run_algorithm1` runs the
-iterations for :meth:`core.mofm.MultiOutputPN.fit` and ``refit``.
+iterations for :meth:`core.mofm.MultiOutputPN.fit` and ``refit`` with the hyperparameters of
+:class:`Settings` (this module knows no model class: the model passes what it needs).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,10 +20,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from core.config import FLOAT
 from core.features import CSRBatch
-from core.kernels.mofm import _mofm_penalty, _mofm_project
-
-if TYPE_CHECKING:  # the model module imports this one
-    from core.mofm.model import MultiOutputPN
+from core.kernels.mofm import PENALTIES, _mofm_penalty, _mofm_project
 
 __all__ = [
     "ARMIJO_SHRINK",
@@ -32,6 +30,7 @@ __all__ = [
     "SELECTION_NORM",
     "FitIteration",
     "Problem",
+    "Settings",
     "batch_loss_grad",
     "run_algorithm1",
     "select_basis",
@@ -73,6 +72,35 @@ class FitIteration:
     criterion: float
     omega: float
     seconds: float
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The hyperparameters of Algorithm 1 (those of ``core.mofm.MultiOutputPN`` of the same
+    names): ``penalty`` Omega (Table 1), ``tau`` its radius, ``corrective`` ``"output"`` or
+    ``"full"``, ``refit_iter`` and ``refine_iter`` the iterations of the corrective and
+    refining steps, ``tol`` their tolerance, ``seed`` the eigen-solver's start.
+
+    >>> Settings("l1/l2", 10.0, "output", 30, 30, 1e-6, 0).penalty_code
+    1
+    """
+
+    penalty: str
+    tau: float
+    corrective: str
+    refit_iter: int
+    refine_iter: int
+    tol: float
+    seed: int
+
+    @property
+    def penalty_code(self) -> int:
+        """``penalty`` as the kernels take it (``core.kernels.mofm.PENALTIES``)."""
+        return PENALTIES[self.penalty]
+
+
+#: ``report(H, V, info)``: called after each iteration with the iterate (rows of H and V)
+Report = Callable[[np.ndarray, np.ndarray, FitIteration], None]
 
 
 class Problem:
@@ -476,25 +504,34 @@ def _unit_rows(H: np.ndarray) -> np.ndarray:
     return H / np.maximum(1.0, np.linalg.norm(H, axis=1, keepdims=True))
 
 
-def run_algorithm1(model: MultiOutputPN, problem: Problem, H, V, n_target, callback, warm=False):
-    """Algorithm 1 for ``model`` from (H, V) up to ``n_target`` rows (``warm``: refit the
-    given rows first); returns (H, V) uncompacted. ``callback(model, FitIteration)`` after
-    each iteration, with the iterate loaded into ``model``."""
+def run_algorithm1(
+    problem: Problem,
+    H,
+    V,
+    n_target: int,
+    settings: Settings,
+    report: Report | None = None,
+    warm: bool = False,
+):
+    """Algorithm 1 with ``settings`` from (H, V) up to ``n_target`` rows (``warm``: refit the
+    given rows first); returns (H, V) uncompacted. ``report(H, V, FitIteration)`` (optional)
+    after each iteration, with the iterate."""
     started = time.perf_counter()
-    p = SELECTION_NORM[model.penalty]
-    refitter = _Refitter(problem, model._penalty, float(model.tau), model.refit_iter, model.tol)
-    rng = np.random.default_rng(model.seed)
+    p = SELECTION_NORM[settings.penalty]
+    penalty = settings.penalty_code
+    refitter = _Refitter(problem, penalty, float(settings.tau), settings.refit_iter, settings.tol)
+    rng = np.random.default_rng(settings.seed)
     n, k = problem.n, max(n_target, H.shape[0])
     Phi = np.zeros((n, k), order="F")
     t = H.shape[0]
     if t:
         Phi[:, :t] = problem.hidden(H)[1]
-        V = _project(V, model._penalty, float(model.tau))
+        V = _project(V, penalty, float(settings.tau))
     O = Phi[:, :t] @ V
     F, G = problem.loss_grad(O)
     if warm and t:
-        V, O, F, G = refitter.output(Phi[:, :t], V, 5 * model.refit_iter)
-        if model.corrective == "full":
+        V, O, F, G = refitter.output(Phi[:, :t], V, 5 * settings.refit_iter)
+        if settings.corrective == "full":
             H, V, Phi_t, O, F, G = refitter.full(H, V)
             Phi[:, :t] = Phi_t
         keep = np.any(V != 0.0, axis=1)
@@ -503,12 +540,12 @@ def run_algorithm1(model: MultiOutputPN, problem: Problem, H, V, n_target, callb
             t = H.shape[0]
             Phi[:, :t] = problem.hidden(H)[1]
             refitter.previous_V = refitter.previous_H = None
-        if callback is not None:
-            _report(model, callback, H, V, 0, F, 0.0, started)
+        if report is not None:
+            _report(report, penalty, H, V, 0, F, 0.0, started)
     iteration = 0
     while t < n_target:
         h, criterion = select_basis(
-            problem, G, p, tol=model.tol, refine_iter=model.refine_iter, rng=rng
+            problem, G, p, tol=settings.tol, refine_iter=settings.refine_iter, rng=rng
         )
         if not (np.isfinite(criterion) and criterion > 0.0):
             break  # the gradient vanishes on every direction: F is minimal over the ball
@@ -518,23 +555,22 @@ def run_algorithm1(model: MultiOutputPN, problem: Problem, H, V, n_target, callb
         t += 1
         iteration += 1
         V, O, F, G = refitter.output(Phi[:, :t], V)
-        if model.corrective == "full":
+        if settings.corrective == "full":
             H, V, Phi_t, O, F, G = refitter.full(H, V)
             Phi[:, :t] = Phi_t
-        if callback is not None:
-            _report(model, callback, H, V, iteration, F, criterion, started)
+        if report is not None:
+            _report(report, penalty, H, V, iteration, F, criterion, started)
     return H, V
 
 
-def _report(model, callback, H, V, iteration, F, criterion, started) -> None:
-    """Load the iterate into the model and call the callback with a FitIteration."""
-    model._load(H, V, compact=False)
+def _report(report: Report, penalty: int, H, V, iteration, F, criterion, started) -> None:
+    """Call ``report`` with the iterate and its FitIteration."""
     info = FitIteration(
         iteration=iteration,
         n_basis=H.shape[0],
         objective=float(F),
         criterion=float(criterion),
-        omega=float(_mofm_penalty(np.ascontiguousarray(V), H.shape[0], model._penalty)),
+        omega=float(_mofm_penalty(np.ascontiguousarray(V), H.shape[0], penalty)),
         seconds=time.perf_counter() - started,
     )
-    callback(model, info)
+    report(H, V, info)

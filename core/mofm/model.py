@@ -26,8 +26,8 @@ from core.kernels.mofm import (
     _mofm_score_batch,
     _mofm_step,
 )
-from core.labels import LabelMap
-from core.mofm.algorithm1 import FitIteration, Problem, run_algorithm1
+from core.labels import LabelMap, check_targets
+from core.mofm.algorithm1 import FitIteration, Problem, Settings, run_algorithm1
 from core.validation import (
     check_choice,
     check_count,
@@ -262,7 +262,8 @@ class MultiOutputPN(Estimator):
         if isinstance(y, str | bytes | dict):
             raise ValueError("targets of a batch must be a 2-D array (n_rows, n_outputs)")
         try:
-            Y = np.asarray(y, dtype=object)
+            floats = isinstance(y, np.ndarray) and y.dtype.kind == "f"
+            Y = y if floats else np.asarray(y, dtype=object)
         except ValueError as error:
             raise ValueError(f"targets must be a 2-D array of numbers: {error}") from None
         if Y.ndim != 2 and not (Y.ndim == 1 and Y.shape[0] == 0):
@@ -278,7 +279,7 @@ class MultiOutputPN(Estimator):
         if Y.shape[1] != self._m:
             raise ValueError(f"a target has {Y.shape[1]} entries, expected {self._m}")
         flat = Y.ravel()
-        if any(
+        if Y.dtype.kind != "f" and any(  # (a float array holds numbers only)
             isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.number)
             for v in flat
         ):
@@ -339,6 +340,11 @@ class MultiOutputPN(Estimator):
         """``predict_one`` of every row: shape (n_rows,) for classes, else (n_rows, n_outputs)."""
         return self._predict_scores(self.score_many(X))
 
+    def predict_from_scores(self, scores) -> np.ndarray:
+        """``predict_many`` from scores of this model (``score_batch``), without scoring
+        again."""
+        return self._predict_scores(np.asarray(scores))
+
     def _proba(self, scores: np.ndarray) -> np.ndarray:
         if self.loss == "softmax":
             shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))
@@ -358,6 +364,11 @@ class MultiOutputPN(Estimator):
     def predict_proba_many(self, X) -> np.ndarray:
         """``predict_proba_one`` of every row, shape (n_rows, n_outputs)."""
         return self._proba(self.score_many(X))
+
+    def proba_from_scores(self, scores) -> np.ndarray:
+        """``predict_proba_many`` from scores of this model (``score_batch``), without
+        scoring again."""
+        return self._proba(np.asarray(scores))
 
     def penalty_value(self) -> float:
         """Omega(V) (Table 1)."""
@@ -420,11 +431,39 @@ class MultiOutputPN(Estimator):
         that overflows float64 raises :class:`core.base.PartialBatchError` (a ``ValueError``)
         after the earlier rows were learned."""
         batch = self._batch(X)
-        T = self._targets_many(y, batch.n_rows)
+        return self._learn_targets(batch, self._targets_many(y, batch.n_rows), self._steps)
+
+    def learn_batch(self, batch: CSRBatch, targets) -> Steps:
+        """Learn a batch already validated for this model, its labels converted once: the same
+        model and steps as ``learn_many``.
+
+        Parameters
+        ----------
+        batch : CSRBatch
+            Rows validated with the model's ``n_features`` (``core.features.as_batch``).
+        targets : ndarray
+            With ``classes``: each row's class index (int, shape (n_rows,), checked), and the
+            steps' ``predicted`` are class indices too; with ``n_outputs``: the target vectors,
+            shape (n_rows, n_outputs), as ``learn_many`` takes them.
+
+        Returns
+        -------
+        Steps
+        """
+        if self._labels is None:
+            return self._learn_targets(
+                batch, self._targets_many(targets, batch.n_rows), self._steps
+            )
+        targets = check_targets(targets, batch.n_rows, self._m)
+        return self._learn_targets(batch, self._class_targets[targets], self._index_steps)
+
+    def _learn_targets(self, batch: CSRBatch, T: np.ndarray, steps) -> Steps:
+        """Learn a validated batch of checked target vectors T; ``steps(scores, losses)``
+        makes the Steps (of the rows learned, also for a PartialBatchError)."""
         scores = np.zeros((batch.n_rows, self._m))
         losses = np.zeros(batch.n_rows)
         if batch.n_rows == 0:
-            return self._steps(scores, losses)
+            return steps(scores, losses)
         if self.n_active_ == 0:
             self._check_learnable(batch)
             self._activate()
@@ -443,14 +482,18 @@ class MultiOutputPN(Estimator):
             raise PartialBatchError(
                 f"row {failed}: the example's scores or gradients overflow float64 "
                 f"({done} earlier rows were learned)",
-                self._steps(scores[:done], losses[:done]),
+                steps(scores[:done], losses[:done]),
             )
-        return self._steps(scores, losses)
+        return steps(scores, losses)
 
     def _steps(self, scores: np.ndarray, losses: np.ndarray) -> Steps:
         """A batch's Steps: a step moves the model when its loss (and so its gradient) is
         positive."""
         return Steps(scores, losses, losses > 0.0, None, self._predict_scores(scores))
+
+    def _index_steps(self, scores: np.ndarray, losses: np.ndarray) -> Steps:
+        """``_steps`` with the predicted classes as indices (``learn_batch`` of classes)."""
+        return Steps(scores, losses, losses > 0.0, None, np.argmax(scores, axis=-1))
 
     def _check_learnable(self, batch: CSRBatch) -> None:
         """Before a fresh model activates its basis: refuse rows whose squared norm overflows
@@ -482,7 +525,9 @@ class MultiOutputPN(Estimator):
         problem = self._problem(X, y)
         dim = self.n_features + 1
         H, V = np.zeros((0, dim)), np.zeros((0, self._m))
-        H, V = run_algorithm1(self, problem, H, V, self.n_basis, callback)
+        H, V = run_algorithm1(
+            problem, H, V, self.n_basis, self._settings(), self._reporter(callback)
+        )
         self._load(H, V)
         return self
 
@@ -512,9 +557,35 @@ class MultiOutputPN(Estimator):
         V = np.array(self.V_[keep], dtype=FLOAT)
         H /= np.maximum(1.0, np.linalg.norm(H, axis=1, keepdims=True))
         target = self.n_basis if n_new is None else min(self.n_basis, len(keep) + n_new)
-        H, V = run_algorithm1(new, problem, H, V, target, callback, warm=True)
+        H, V = run_algorithm1(
+            problem, H, V, target, self._settings(), new._reporter(callback), warm=True
+        )
         new._load(H, V)
         return new
+
+    def _settings(self) -> Settings:
+        """The hyperparameters Algorithm 1 runs with."""
+        return Settings(
+            self.penalty,
+            self.tau,
+            self.corrective,
+            self.refit_iter,
+            self.refine_iter,
+            self.tol,
+            self.seed,
+        )
+
+    def _reporter(self, callback):
+        """Algorithm 1's ``report``: each iterate loaded into this model, then
+        ``callback(self, info)`` (None without a callback)."""
+        if callback is None:
+            return None
+
+        def report(H: np.ndarray, V: np.ndarray, info: FitIteration) -> None:
+            self._load(H, V, compact=False)
+            callback(self, info)
+
+        return report
 
     def _load(self, H: np.ndarray, V: np.ndarray, compact: bool = True) -> None:
         """Install (H, V) as the first rows (dropping zero output rows when ``compact``); the

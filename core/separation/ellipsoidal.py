@@ -257,7 +257,7 @@ class EllipsoidalClassifier(BatchClassifier):
         scores = self._scores_of(self._features(batch))
         return np.where(self.separable_ == 1, scores, 0.0)
 
-    def _score_row(self, indices, values) -> float:
+    def score_row(self, indices, values) -> float:
         batch = CSRBatch(
             np.array([0, indices.shape[0]], dtype=np.int64), np.asarray(indices), values
         )

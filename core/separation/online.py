@@ -122,7 +122,7 @@ class _Separator(BinaryClassifier):
         predicted = self.classes_[1] if score > 0 else self.classes_[0]
         return Step(score, max(0.0, -y * score), moved, int(moved), predicted)
 
-    def _score_row(self, indices, values) -> float:
+    def score_row(self, indices, values) -> float:
         return _sep_score(self.w_, indices, values, self._bias)
 
     def score_batch(self, batch: CSRBatch) -> np.ndarray:
@@ -184,14 +184,14 @@ class Perceptron(_Separator):
         self.fit_intercept = fit_intercept
         self._init_common(n_features, fit_intercept, classes)
 
-    def _learn_row(self, indices, values, y: float) -> Step:
+    def learn_row(self, indices, values, y: float) -> Step:
         score, status = _perceptron_step(self.w_, indices, values, self._bias, y)
         self.n_seen_ += 1
         moved = status == UPDATED
         self.n_updates_ += moved
         return self._step(score, y, moved)
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         status = np.zeros(batch.n_rows, dtype=np.int64)
         _perceptron_learn_batch(
@@ -291,7 +291,7 @@ class ShorPerceptron(_Separator):
         self.B_ = np.eye(n)
         self.eta_ = self._eta0
 
-    def _learn_row(self, indices, values, y: float) -> Step:
+    def learn_row(self, indices, values, y: float) -> Step:
         n = self._dim
         score, status, self.eta_ = _shor_step(
             self.w_, self.B_, indices, values, self._bias, y, self.eta_, self._beta,
@@ -302,7 +302,7 @@ class ShorPerceptron(_Separator):
         self.n_updates_ += moved
         return self._step(score, y, moved)
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         status = np.zeros(batch.n_rows, dtype=np.int64)
         self.eta_ = _shor_learn_batch(
@@ -429,7 +429,7 @@ class EllipsoidPerceptron(_Separator):
         self.frozen_ = 0
 
     # -- learning -------------------------------------------------------------------------
-    def _learn_row(self, indices, values, y: float) -> Step:
+    def learn_row(self, indices, values, y: float) -> Step:
         n = self._dim
         score, status, self.eta_, self.t_, frozen = _ellipsoid_step(
             self.w_, self.B_, indices, values, self._bias, y, self.eta_, self.t_,
@@ -443,7 +443,7 @@ class EllipsoidPerceptron(_Separator):
         self.n_restarts_ += status == RESTARTED
         return self._step(score, y, status in (UPDATED, RESTARTED))
 
-    def _learn_batch(self, batch: CSRBatch, y: np.ndarray) -> Steps:
+    def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         scores = np.zeros(batch.n_rows)
         status = np.zeros(batch.n_rows, dtype=np.int64)
         self.eta_, self.t_, frozen = _ellipsoid_learn_batch(

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 #: a JSON number (an integer or a float, never a string or a boolean), finite
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-Label = StrictInt | StrictStr | FiniteFloat
+#: a feedback label: matched against the model's classes by the library's rule
+#: (``core.labels``: a number equal to a numeric class is that class, booleans and strings
+#: match only their own kind)
+Label = StrictBool | StrictInt | StrictStr | FiniteFloat
 FeatureValue = FiniteFloat | StrictBool | StrictStr
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -110,15 +122,18 @@ class CreateModel(Strict):
         default_factory=dict, examples=[{"rank": 8, "mode": "pa1", "C": 0.1}]
     )
     input: InputSpec = Field(..., examples=[{"n_features": 784}, {"hashed": 262144}])
-    classes: list[StrictInt | StrictStr] | None = Field(
+    classes: list[StrictBool | StrictInt | StrictStr] | None = Field(
         None,
         min_length=2,
         max_length=1000,
-        examples=[["ham", "spam"]],
-        description="Labels. Two classes: the first is the negative one. More: multi-class by "
+        examples=[["ham", "spam"], [False, True]],
+        description="Labels: integers, strings, or the booleans [false, true] (not mixed with "
+        "numbers or strings). Two classes: the first is the negative one. More: multi-class by "
         "one-vs-one (default) or one-vs-rest (mofm: one multi-output model). Default [-1, 1]; "
         'none for PQR regression (params {"task": "regression"}). With multiclass "ordinal" '
-        "(mofm only): the relevance levels, increasing numbers.",
+        "(mofm only): the relevance levels, increasing numbers. A feedback label is the class "
+        "it equals: a number equal to a numeric class is that class (1.0 is the class 1), "
+        "booleans match only boolean classes and strings only string classes.",
     )
     multiclass: Literal["ovo", "ovr", "ordinal"] = Field(
         "ovo",
@@ -133,6 +148,15 @@ class CreateModel(Strict):
         "scaling online on the progressive scores, `none` gives no probability. Binary PQR "
         "and mofm give probabilities of their own; other kinds take no calibration.",
     )
+
+    @field_validator("classes")
+    @classmethod
+    def _booleans_alone(cls, classes):
+        """Boolean classes are a binary task's [false, true]: never beside numbers or strings
+        (Python holds true equal to 1, and a label of one kind never matches another)."""
+        if classes is not None and len({isinstance(c, bool) for c in classes}) > 1:
+            raise ValueError("boolean classes cannot be mixed with numbers or strings")
+        return classes
 
     model_config = ConfigDict(
         extra="forbid",

@@ -1,8 +1,10 @@
 """How each family of models maps labels, predicts and learns: one adapter per family.
 
 A live model (``service.model.live``) holds one of these beside its estimator: the adapter turns
-the request's labels into the estimator's targets, scores validated batches and learns them
-with progressive validation (every example scored before it is learned), for
+the request's labels into the estimator's targets once (class indices by the library's label
+rule, ``core.labels``; values for regression), scores validated batches and learns them with
+progressive validation (every example scored before it is learned) by the estimator's
+``learn_batch``, which takes the validated batch and those targets as they are, for
 
 - ``binary``: two classes over a score (linear PA, DoS, the perceptrons, binary PQR);
 - ``regression``: PQR with real-valued labels;
@@ -21,11 +23,10 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
-from core.base import Estimator
+from core.base import Estimator, PartialBatchError, Steps
 from core.features import CSRBatch
-from core.labels import LabelMap
+from core.labels import LabelMap, UnknownLabelError
 from core.mofm import Reservoir
 from service.exceptions import InvalidRequest
 from service.model.kinds import Plan
@@ -41,13 +42,6 @@ class Learned(NamedTuple):
     aggressive: Any
     correct: Any
     squared: Any = None
-
-
-def csr_of(batch: CSRBatch, n_features: int) -> sp.csr_matrix:
-    """A scipy view of a validated batch (no copy)."""
-    return sp.csr_matrix(
-        (batch.values, batch.indices, batch.indptr), shape=(batch.n_rows, n_features), copy=False
-    )
 
 
 def _sigmoid(scores: np.ndarray) -> np.ndarray:
@@ -79,39 +73,37 @@ class Family:
     def __init__(self, plan: Plan):
         self.classes = plan.classes
         self.n_features = plan.n_features
+        #: the classes' label map: the library's label rule (``core.labels``) for every
+        #: request (none for regression)
+        self.label_map = LabelMap(self.classes) if self.classes else None
 
-    def target(self, label, where: str) -> float:
-        """The class index of a label; InvalidRequest if the model has no such class."""
-        for k, known in enumerate(self.classes):
-            if (
-                type(label) is not bool
-                and label == known
-                and isinstance(label, str) == isinstance(known, str)
-            ):
-                return k
-        raise InvalidRequest(
-            "unknown_label",
-            f"{where}: unknown label {label!r}; the model's classes are {self.classes}",
-            {"field": where},
-        )
+    def target(self, label, where: str) -> int:
+        """The class index of a label (``core.labels``' rule: ``1.0`` is the class ``1``,
+        booleans and strings match only their own kind); InvalidRequest if the model has no
+        such class."""
+        try:
+            return self.label_map.index(label)
+        except UnknownLabelError as error:
+            raise InvalidRequest("unknown_label", f"{where}: {error}", {"field": where}) from None
 
     def numeric_targets(self, y: np.ndarray) -> np.ndarray:
-        """Targets of numeric labels (svmlight bodies); InvalidRequest names the first row
-        whose label is not a class."""
-        targets = np.full(y.shape[0], -1, dtype=np.int64)
-        for value in np.unique(y):
-            matches = [
-                k for k, c in enumerate(self.classes) if not isinstance(c, str) and c == value
-            ]
-            if not matches:
-                row = int(np.flatnonzero(y == value)[0])
-                raise InvalidRequest(
-                    "unknown_label",
-                    f"row {row}: unknown label {value:g}; the model's classes are {self.classes}",
-                    {"row": row},
+        """Class indices of numeric labels (svmlight bodies), by the same rule; InvalidRequest
+        names the first row whose label is not a class."""
+        try:
+            return self.label_map.indices(y, y.shape[0])
+        except UnknownLabelError as error:
+            why = ""
+            if error.reason:  # e.g. boolean classes: svmlight cannot carry true / false
+                why = (
+                    f": {error.reason} (svmlight labels are numbers; send these classes' "
+                    "labels in JSON or NDJSON)"
                 )
-            targets[y == value] = matches[0]
-        return targets
+            raise InvalidRequest(
+                "unknown_label",
+                f"row {error.row}: unknown label {error.label:g}; the model's classes are "
+                f"{self.classes}{why}",
+                {"row": error.row},
+            ) from None
 
     @property
     def target_dtype(self):
@@ -169,10 +161,8 @@ class Binary(Family):
             step = estimator.learn_one(batch.row(0), 1.0 if target == 1 else -1.0)
             label = 1 if step.score > 0 else 0
             return Learned([label], [float(step.loss)], [bool(step.aggressive)], [label == target])
-        y = np.where(targets == 1, 1.0, -1.0)
-        steps = estimator.learn_many(csr_of(batch, self.n_features), y)
-        predicted = (steps.scores > 0).astype(np.int64)
-        return Learned(predicted, steps.losses, steps.aggressive, predicted == targets)
+        steps = estimator.learn_batch(batch, targets)  # predicted: class indices
+        return Learned(steps.predicted, steps.losses, steps.aggressive, steps.predicted == targets)
 
 
 class Regression(Family):
@@ -217,7 +207,7 @@ class Regression(Family):
             return Learned(
                 [step.score], [float(step.loss)], [bool(step.aggressive)], [False], [error]
             )
-        steps = estimator.learn_many(csr_of(batch, self.n_features), targets)
+        steps = estimator.learn_batch(batch, targets)
         return Learned(
             steps.scores,
             steps.losses,
@@ -232,18 +222,15 @@ class Reduction(Family):
     over the binary models that learned); class probabilities from calibrated binary models
     (one-vs-rest normalised, one-vs-one by pairwise coupling).
 
-    A batch is learned by one ``learn_many`` whose steps carry the prediction made just before
-    each example is learned (one-vs-one: ``progressive=True``, see ``core.multiclass``), and
-    predicted from one scoring of the binary models (``decide_batch``)."""
+    A batch is learned by one ``learn_batch`` whose steps carry the class predicted just
+    before each example is learned (one-vs-one: ``progressive=True``, see
+    ``core.one_vs_one``), and predicted from one scoring of the binary models
+    (``decide_batch``)."""
 
     def __init__(self, plan: Plan):
         super().__init__(plan)
         self.probabilistic = plan.calibrated
         self.options = {"progressive": True} if plan.multiclass == "ovo" else {}
-        self.label_map = LabelMap(self.classes)
-        # the labels as an array whose look-ups in core need no Python loop (int64 or str)
-        strings = all(isinstance(c, str) for c in self.classes)
-        self.labels = np.array(self.classes) if strings else self.label_map.array
 
     def predict(self, scorer, batch):
         with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused next)
@@ -265,11 +252,8 @@ class Reduction(Family):
             return Learned(
                 predicted, [float(step.loss)], [step.n_aggressive > 0], predicted == targets
             )
-        steps = estimator.learn_many(
-            csr_of(batch, self.n_features), self.labels[targets], **self.options
-        )
-        predicted = self.label_map.indices(steps.predicted.astype(self.labels.dtype), n)
-        return Learned(predicted, steps.losses, steps.aggressive, predicted == targets)
+        steps = estimator.learn_batch(batch, targets, **self.options)
+        return Learned(steps.predicted, steps.losses, steps.aggressive, steps.predicted == targets)
 
 
 class MultiOutput(Family):
@@ -283,41 +267,36 @@ class MultiOutput(Family):
         self.refit_every = plan.params["reservoir_refit_every"]
 
     def predict(self, scorer, batch):
-        X = csr_of(batch, self.n_features)
-        scores = _finite(np.asarray(scorer.score_many(X), dtype=np.float64))
-        labels = scorer.predict_many(X)
+        scores = _finite(np.asarray(scorer.score_batch(batch), dtype=np.float64))
+        labels = scorer.predict_from_scores(scores)
         labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
         probabilities = (
-            np.asarray(scorer.predict_proba_many(X)).tolist()
+            np.asarray(scorer.proba_from_scores(scores)).tolist()
             if self.probabilistic
             else [None] * batch.n_rows
         )
         return labels, scores.tolist(), probabilities
 
-    #: what a step's prediction is stored as (class index; ordinal: expected relevance)
-    predicted_dtype = np.int64
+    def _steps(self, estimator, batch, targets, window) -> Steps:
+        """One (Ada)SGD step per example, in order (``learn_batch``), each learned example
+        then offered to the refit window (those before a refused one too)."""
+        try:
+            steps = estimator.learn_batch(batch, targets)
+        except PartialBatchError as error:
+            self._offer(window, batch, targets, len(error.learned))
+            raise
+        self._offer(window, batch, targets, batch.n_rows)
+        return steps
 
-    def _prediction(self, estimator, step):
-        return self.classes.index(step.predicted)
-
-    def _steps(self, estimator, batch, targets, window) -> tuple[np.ndarray, np.ndarray]:
-        """One (Ada)SGD step per example, in order, each offered to the refit window:
-        the predictions before the updates and the losses."""
-        n = batch.n_rows
-        predicted = np.empty(n, dtype=self.predicted_dtype)
-        losses = np.empty(n)
-        for i in range(n):
-            row, label = batch.row(i), self.classes[int(targets[i])]
-            step = estimator.learn_one(row, label)
-            losses[i] = step.loss
-            predicted[i] = self._prediction(estimator, step)
-            if window is not None:
-                window.add(row, label)
-        return predicted, losses
+    def _offer(self, window, batch: CSRBatch, targets, n: int) -> None:
+        """The first ``n`` examples of a batch, with their labels, to the refit window."""
+        if window is not None:
+            for i in range(n):
+                window.add(batch.row(i), self.classes[int(targets[i])])
 
     def learn(self, estimator, batch, targets, window):
-        predicted, losses = self._steps(estimator, batch, targets, window)
-        return Learned(predicted, losses, losses > 0, predicted == targets)
+        steps = self._steps(estimator, batch, targets, window)  # predicted: class indices
+        return Learned(steps.predicted, steps.losses, steps.aggressive, steps.predicted == targets)
 
     def status(self, estimator):
         model = estimator.model_ if isinstance(self, Ordinal) else estimator
@@ -337,16 +316,13 @@ class Ordinal(MultiOutput):
     def predicted_label(self, value):
         return float(value)
 
-    predicted_dtype = np.float64
-
-    def _prediction(self, estimator, step):  # from P(y <= level) = sigmoid(o(x))
-        cumulative = _sigmoid(np.asarray(step.scores, dtype=np.float64))[None, :]
-        return float(estimator.expected_relevance(cumulative)[0])
-
     def learn(self, estimator, batch, targets, window):
-        predicted, losses = self._steps(estimator, batch, targets, window)
+        steps = self._steps(estimator, batch, targets, window)
+        # the expected relevance before each update, from P(y <= level) = sigmoid(o(x))
+        predicted = estimator.expected_relevance(_sigmoid(steps.scores))
         values = self.levels[targets.astype(np.int64)]
         nearest = np.abs(predicted[:, None] - self.levels[None, :]).argmin(axis=1)
+        losses = steps.losses
         return Learned(predicted, losses, losses > 0, nearest == targets, (predicted - values) ** 2)
 
 

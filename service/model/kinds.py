@@ -23,7 +23,9 @@ from core.dos import DTYPES as DOS_DTYPES
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN
-from core.multiclass import OneVsOne, OneVsRest, OrdinalMcRank
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
+from core.ordinal import OrdinalMcRank
 from core.pqr import PQR
 from core.separation import (
     EllipsoidalClassifier,

@@ -5,10 +5,11 @@ import pytest
 
 from core.align import aligned_average, running_average
 from core.averaging import Averaged
-from core.base import Estimator, PartialBatchError, Step, Steps, from_state, params_spec
+from core.base import Estimator, PartialBatchError, Step, Steps
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
+from core.registry import from_state, params_spec
 
 
 def binary_stream(n=60, d=5, seed=0):
@@ -280,7 +281,7 @@ def test_spectral_alignment_option():
 
 
 def test_models_whose_state_is_not_a_weight_vector_are_refused():
-    from core.multiclass import OneVsRest
+    from core.one_vs_rest import OneVsRest
     from core.pqr import PQR
 
     with pytest.raises(ValueError, match="cannot be time-averaged"):
@@ -370,3 +371,23 @@ def test_averages_within_says_whether_an_interval_ends():
     model.learn_many(np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([1.0, -1.0]))
     assert model.n_averaged_ == 1  # it said so: the interval ended
     assert model.averages_within(100) and not model.averages_within(2)
+
+
+def test_a_state_with_more_averages_than_intervals_is_refused():
+    """``n_averaged_`` counts the intervals ended: a state claiming more would fold the next
+    snapshot with a wrong weight 1/m (eq 28); refused, nothing loaded."""
+    model = Averaged(model=LinearPA(n_features=3), interval=3)
+    X, y = binary_stream(n=7, d=3)
+    model.learn_many(X, y)
+    state = model.get_state()
+    assert state["scalars"]["n_averaged_"] == 2
+    before = digest(model)
+    for seen, averaged in ((7, 3), (5, 2), (0, 1)):
+        broken = {
+            **state,
+            "scalars": {**state["scalars"], "n_seen_": seen, "n_averaged_": averaged},
+        }
+        with pytest.raises(ValueError, match="n_averaged_"):
+            model.set_state(broken)
+        assert digest(model) == before
+    model.set_state({**state, "scalars": {**state["scalars"], "n_seen_": 9}})  # 3 intervals

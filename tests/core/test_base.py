@@ -1,13 +1,20 @@
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from core.base import from_spec, from_state, params_spec, state_digest
+from core.averaging import Averaged
+from core.calibration import Calibrated
 from core.checks import check_estimator
 from core.dos import DoSClassifier
-from core.labels import check_binary_label
+from core.features import as_batch
+from core.labels import LabelMap, check_binary_label
 from core.linear import LinearPA
-from core.multiclass import OneVsOne
+from core.mofm import MultiOutputPN
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
+from core.ordinal import OrdinalMcRank
 from core.pqr import PQR
+from core.registry import state_digest
 from core.separation import EllipsoidPerceptron, Perceptron, ShorPerceptron
 from core.validation import check_pa_params
 
@@ -61,14 +68,6 @@ def test_constructor_validation():
         DoSClassifier(n_features=3, init_scale=-1.0)
     with pytest.raises(ValueError, match="fit_intercept"):
         LinearPA(n_features=3, fit_intercept=1)
-
-
-def test_spec_round_trip():
-    model = DoSClassifier(n_features=4, rank=2, mode="pa2", C=0.3, seed=7)
-    spec = {"kind": "DoSClassifier", "params": params_spec(model)}
-    assert from_spec(spec).get_params() == model.get_params()
-    with pytest.raises(ValueError, match="unknown model kind"):
-        from_spec({"kind": "Nope", "params": {}})
 
 
 def test_get_state_in_memory_order_and_meta():
@@ -146,27 +145,13 @@ def test_binary_classes_are_checked():
         tuple_labels.get_state()
 
 
-def test_a_state_written_before_classes_existed_still_loads():
-    model = OneVsOne(base=DoSClassifier(n_features=3, rank=2), classes=["a", "b", "c"])
-    model.learn_one([1.0, 0.0, 0.0], "a")
-    state = model.get_state()
-    old = {**state, "params": {**state["params"], "base": {**state["params"]["base"]}}}
-    old["params"]["base"]["params"] = {
-        k: v for k, v in state["params"]["base"]["params"].items() if k != "classes"
-    }
-    assert "classes" not in old["params"]["base"]["params"]
-    assert state_digest(from_state(old).get_state()) == state_digest(state)
-    changed = {**old, "params": {**old["params"], "classes": ["a", "b", "d"]}}
-    with pytest.raises(ValueError, match="different hyperparameters"):
-        model.set_state(changed)
-
-
 def _local_models():
     from core.averaging import Averaged
     from core.calibration import Calibrated
     from core.dos import DoSClassifier
     from core.linear import LinearPA
-    from core.multiclass import OneVsOne, OneVsRest
+    from core.one_vs_one import OneVsOne
+    from core.one_vs_rest import OneVsRest
 
     dos = DoSClassifier(n_features=12, rank=3, seed=1)
     return [
@@ -224,3 +209,153 @@ def test_set_scalars_loads_every_scalar_checked():
         target.set_scalars({**scalars, "extra": 1})
     with pytest.raises(ValueError, match="count"):
         target.set_scalars({**scalars, "n_seen_": -1})
+
+
+# -- learn_batch: validated batches with labels converted once ---------------------------------
+def blobs(classes, n=90, d=4, seed=0):
+    """Gaussian blobs, one centre per class, some zeros (sparse rows)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((len(classes), d)) * 2.0
+    k = rng.integers(len(classes), size=n)
+    X = centres[k] + rng.standard_normal((n, d))
+    X[np.abs(X) < 0.3] = 0.0
+    return X, [classes[i] for i in k]
+
+
+def _calibrated_average(model, interval=25):
+    return Averaged(model=Calibrated(model=model), interval=interval)
+
+
+BINARY = [-1, 1]
+MULTI = [4, 0, 9, 2]
+#: every kind of estimator the service builds (service.model.kinds.build): name ->
+#: (factory, classes (None: regression; "levels": ordinal), learn options)
+SERVICE_KINDS = {
+    "linear-pa": (lambda: _calibrated_average(LinearPA(n_features=4, mode="pa1")), BINARY, {}),
+    "dos": (lambda: _calibrated_average(DoSClassifier(n_features=4, rank=2, seed=1)), BINARY, {}),
+    "dos-float32": (
+        lambda: DoSClassifier(n_features=4, rank=2, dtype="float32", classes=["no", "yes"]),
+        ["no", "yes"],
+        {},
+    ),
+    "perceptron": (lambda: _calibrated_average(Perceptron(n_features=4)), BINARY, {}),
+    "ellipsoid-perceptron": (
+        lambda: _calibrated_average(EllipsoidPerceptron(n_features=4, classes=[False, True])),
+        [False, True],
+        {},
+    ),
+    "shor-perceptron": (lambda: Calibrated(model=ShorPerceptron(n_features=4)), BINARY, {}),
+    "pqr": (lambda: PQR(n_features=4, k=2, warmup=10), BINARY, {}),
+    "pqr-regression": (lambda: PQR(n_features=4, k=2, task="regression"), None, {}),
+    "one-vs-one": (
+        lambda: Averaged(
+            model=OneVsOne(base=Calibrated(model=DoSClassifier(n_features=4)), classes=MULTI),
+            interval=25,
+        ),
+        MULTI,
+        {"progressive": True},
+    ),
+    "one-vs-one-pairwise": (
+        lambda: OneVsOne(base=LinearPA(n_features=4), classes=MULTI),
+        MULTI,
+        {},
+    ),
+    "one-vs-rest": (
+        lambda: Averaged(
+            model=OneVsRest(base=Calibrated(model=LinearPA(n_features=4)), classes=MULTI),
+            interval=25,
+        ),
+        MULTI,
+        {},
+    ),
+    "mofm": (
+        lambda: MultiOutputPN(n_features=4, classes=["a", "b", "c"], n_basis=3),
+        ["a", "b", "c"],
+        {},
+    ),
+    "ordinal": (
+        lambda: OrdinalMcRank(
+            base=MultiOutputPN(n_features=4, n_outputs=3, loss="logistic", n_basis=3),
+            levels=[1, 2, 3, 4],
+        ),
+        "levels",
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SERVICE_KINDS))
+def test_learn_batch_is_learn_many_bit_for_bit(kind):
+    """``learn_batch`` over a validated batch with targets converted once (class indices,
+    level indices, values) gives the model and steps of ``learn_many(csr_matrix, labels)``,
+    bit for bit, in chunks that cross averaging steps; its ``predicted`` are class indices."""
+    factory, classes, options = SERVICE_KINDS[kind]
+    if classes is None:
+        X, _ = blobs([0])
+        y = list(X[:, 0] - 2.0 * X[:, 1])
+        labels, targets = y, np.array(y)
+    else:
+        levels = [1, 2, 3, 4] if classes == "levels" else classes
+        X, labels = blobs(levels)
+        targets = LabelMap(levels).indices(labels, len(labels))
+    many, batch = factory(), factory()
+    for start, stop in ((0, 7), (7, 8), (8, 60), (60, 90)):
+        expected = many.learn_many(sp.csr_matrix(X[start:stop]), labels[start:stop], **options)
+        got = batch.learn_batch(as_batch(X[start:stop], 4), targets[start:stop], **options)
+        assert state_digest(batch.get_state()) == state_digest(many.get_state()), start
+        for name in ("scores", "losses", "aggressive", "aggressive_counts"):
+            assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+        if classes in (None, "levels") or expected.predicted is None:
+            assert np.array_equal(got.predicted, expected.predicted, equal_nan=False)
+        else:
+            assert got.predicted.dtype == np.int64
+            assert [classes[k] for k in got.predicted] == list(expected.predicted)
+
+
+@pytest.mark.parametrize("kind", sorted(SERVICE_KINDS))
+def test_learn_batch_refuses_bad_targets_and_learns_nothing(kind):
+    factory, classes, options = SERVICE_KINDS[kind]
+    model = factory()
+    before = state_digest(model.get_state())
+    batch = as_batch(np.ones((2, 4)), 4)
+    n_classes = 4 if classes == "levels" else None if classes is None else len(classes)
+    bad = [np.array([0]), np.zeros((2, 1), dtype=np.int64)]
+    if n_classes is None:
+        bad += [np.array([1.0, np.nan]), np.array([True, False])]
+    else:
+        bad += [np.array([0, n_classes]), np.array([-1, 0]), np.array([0.0, 1.0])]
+        bad += [np.array([True, False])]
+    for targets in bad:
+        with pytest.raises(ValueError):
+            model.learn_batch(batch, targets, **options)
+        assert state_digest(model.get_state()) == before, targets
+
+
+# -- states from outside: checked before anything is loaded ------------------------------------
+def test_a_state_with_counts_beyond_int64_or_missing_parts_is_refused():
+    """A model file's counts are integers that fit int64 (``n_seen_`` 10^40 was loaded; 10^400
+    raised OverflowError, not ValueError); a state without its arrays or scalars is a
+    ValueError too (was a KeyError); nothing is loaded."""
+    model = LinearPA(n_features=2)
+    model.learn_many([[1.0, 0.0], [0.0, 1.0]], [1, -1])
+    good = model.get_state()
+    before = state_digest(good)
+    bad = [
+        {**good, "scalars": {**good["scalars"], "n_seen_": 10**40}},
+        {**good, "scalars": {**good["scalars"], "n_seen_": 10**400}},
+        {**good, "scalars": {**good["scalars"], "n_updates_": 2**63}},
+        {k: v for k, v in good.items() if k != "arrays"},
+        {**good, "scalars": None},
+        [("kind", "LinearPA")],
+    ]
+    for state in bad:
+        with pytest.raises(ValueError):
+            model.set_state(state)
+        assert state_digest(model.get_state()) == before
+    for scalars in ({"n_seen_": 10**40, "n_updates_": 1}, [("n_seen_", 1)]):
+        with pytest.raises(ValueError):
+            model.set_scalars(scalars)
+        assert state_digest(model.get_state()) == before
+    largest = {**good, "scalars": {**good["scalars"], "n_seen_": 2**63 - 1}}
+    model.set_state(largest)
+    assert model.n_seen_ == 2**63 - 1

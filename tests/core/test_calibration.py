@@ -4,13 +4,15 @@ from scipy.optimize import minimize
 from sklearn.isotonic import IsotonicRegression
 
 from core.averaging import Averaged
-from core.base import PartialBatchError, from_state, state_digest
+from core.base import PartialBatchError
 from core.calibration import Calibrated, IsotonicCalibrator, PlattCalibrator, sigmoid
 from core.checks import check_estimator, digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from core.pqr import PQR
+from core.registry import from_state, state_digest
 from core.separation import EllipsoidalClassifier, Perceptron
 from tests import naive
 

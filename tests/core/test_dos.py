@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from core.base import state_digest
 from core.dos import DoSClassifier
 from core.kernels.dos import _dos_residual, _dos_root
+from core.registry import state_digest
 from tests import naive
 
 
@@ -482,7 +482,7 @@ def test_prefetch_is_only_a_hint():
     y = np.where(rng.random(50) < 0.5, 1.0, -1.0)
     results = []
     for ahead in (0, 1, 3, 100):
-        W = DoSClassifier(n_features=500, rank=4, seed=1, dtype="float32")._W
+        W = DoSClassifier(n_features=500, rank=4, seed=1, dtype="float32").W_
         scores, nus, after = np.zeros(50), np.zeros(50), np.zeros(50)
         args = (batch.indptr, batch.indices, batch.values)
         assert _dos_learn_rows(W, *args, y, 1, 1.0, 0, scores, nus, ahead) == (-1, 50)

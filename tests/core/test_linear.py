@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from core.base import state_digest
 from core.linear import LinearPA
+from core.registry import state_digest
 from tests import naive
 
 

@@ -130,3 +130,58 @@ def test_progressive_validation_state_round_trip_and_other_windows():
         chronological = np.roll(metrics.recent_, -(metrics.n % 4), axis=1)[:, 4 - kept :]
         assert other.n == metrics.n and other.summary()["recent_examples"] == kept
         assert other.summary()["recent_loss"] == pytest.approx(chronological[1].mean())
+
+
+def test_progressive_validation_refuses_a_bad_state_and_keeps_its_own():
+    """Everything is checked before anything is loaded: counts that are integers in
+    [0, 2**63) and consistent (``filled`` within n and the saved window, ``correct <= n``),
+    sums never NaN or -inf, ``recent_`` a float64 (3, window) array without them."""
+    metrics = ProgressiveValidation(window=4, loss="hinge")
+    metrics.update([True, False, True], [0.0, 1.5, 0.25])
+    good = metrics.get_state()
+    before = (metrics.get_state(), metrics.summary())
+
+    def with_scalar(name, value):
+        return {"arrays": good["arrays"], "scalars": {**good["scalars"], name: value}}
+
+    def with_window(recent):
+        return {"arrays": {"recent_": recent}, "scalars": good["scalars"]}
+
+    window = good["arrays"]["recent_"]
+    without_n = {k: v for k, v in good["scalars"].items() if k != "n"}
+    bad_states = [
+        with_scalar("n", 10**40),
+        with_scalar("n", True),
+        with_scalar("n", -1),
+        with_scalar("correct", 4),  # more correct than examples
+        with_scalar("filled", 5),  # more than the window of 4 (and than n)
+        with_scalar("loss_sum", float("nan")),
+        with_scalar("squared_sum", -float("inf")),
+        with_window(window.astype(np.uint8)),  # safetensors' U8
+        with_window(window.astype(object)),
+        with_window(np.full((3, 4), np.nan)),
+        with_window(np.zeros((2, 4))),
+        {"arrays": {}, "scalars": good["scalars"]},
+        {"arrays": good["arrays"], "scalars": without_n},
+    ]
+    for state in bad_states:
+        with pytest.raises(ValueError):
+            metrics.set_state(state)
+        after = metrics.get_state()
+        assert after["scalars"] == before[0]["scalars"] and metrics.summary() == before[1]
+        assert np.array_equal(after["arrays"]["recent_"], before[0]["arrays"]["recent_"])
+
+
+def test_progressive_validation_states_it_reaches_load():
+    """A running sum that overflowed to +inf, and a loss that rounded below zero, are states
+    the object reaches by ``update``: they round-trip."""
+    metrics = ProgressiveValidation(window=2, loss="squared", regression=True)
+    with np.errstate(over="ignore"):  # the sums overflow to +inf
+        metrics.update([False, False], [1e308, 1e308], [1e308, 1e308])
+    metrics.update([True], [-1e-17], [0.0])  # (a loss computed as a difference)
+    state = metrics.get_state()
+    assert state["scalars"]["loss_sum"] == np.inf
+    other = ProgressiveValidation(window=2, loss="squared", regression=True)
+    other.set_state(state)
+    assert other.get_state()["scalars"] == state["scalars"]
+    assert np.array_equal(other.recent_, metrics.recent_)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.base import from_state, state_digest
 from core.checks import check_estimator
 from core.features import as_batch
 from core.kernels.mofm import LOSSES, PENALTIES, _mofm_project, _mofm_score
 from core.mofm import MultiOutputPN, Problem, Reservoir, batch_loss_grad, select_basis
 from core.mofm.algorithm1 import SELECTION_NORM
+from core.registry import from_state, state_digest
 from tests import naive
 
 ACTIVATION_NAMES = ("square", "anova")
@@ -585,3 +585,15 @@ def test_reservoir_state_round_trip(policy):
         assert (X1 != X2).nnz == 0 and y1 == y2
     with pytest.raises(ValueError, match="size"):
         Reservoir(size=6, n_features=4).set_state(reservoir.get_state())
+
+
+@pytest.mark.parametrize("loss", ["softmax", "logistic"])
+def test_predictions_from_the_scores_of_a_validated_batch(loss):
+    """``score_batch`` then ``predict_from_scores`` / ``proba_from_scores`` (what a server that
+    validated once calls) give ``predict_many`` / ``predict_proba_many``, bit for bit."""
+    X, y = blobs(n=40, seed=8)
+    model = MultiOutputPN(n_features=4, classes=["a", "b", "c"], loss=loss, n_basis=3)
+    model.learn_many(X, ["abc"[int(k) // 2] for k in y])
+    scores = model.score_batch(as_batch(X, 4))
+    assert np.array_equal(model.predict_from_scores(scores), model.predict_many(X))
+    assert np.array_equal(model.proba_from_scores(scores), model.predict_proba_many(X))

@@ -3,7 +3,7 @@ import pytest
 
 from core.align import boost
 from core.dos import DoSClassifier
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 from core.parallel import DataParallel, deal, merge
 
 

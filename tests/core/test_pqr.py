@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from core.base import state_digest
 from core.checks import check_estimator, digest
 from core.kernels.pqr import _pqr_expand
 from core.pqr import PQR, top_k
+from core.registry import state_digest
 from tests import naive
 
 
@@ -442,8 +442,9 @@ def test_hashed_named_features_in_a_large_space():
 
 
 def test_works_as_the_base_of_multiclass_reductions():
-    from core.base import from_state
-    from core.multiclass import OneVsOne, OneVsRest
+    from core.one_vs_one import OneVsOne
+    from core.one_vs_rest import OneVsRest
+    from core.registry import from_state
 
     rng = np.random.default_rng(17)
     X = rng.standard_normal((300, 4))

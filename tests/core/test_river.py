@@ -9,7 +9,8 @@ from core.checks import digest
 from core.dos import DoSClassifier
 from core.linear import LinearPA
 from core.mofm import MultiOutputPN
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
 from core.pqr import PQR
 from core.river import RiverClassifier, RiverRegressor
 from core.separation import Perceptron
@@ -98,4 +99,4 @@ def test_pickling_keeps_the_views_of_a_dos_model():
     model = DoSClassifier(n_features=3, rank=2, seed=0)
     copy = pickle.loads(pickle.dumps(model))
     copy.learn_one([1.0, 0.0, 0.0], 1)
-    assert np.shares_memory(copy.U_, copy._W) and copy.score_one([1.0, 0.0, 0.0]) > 0.99
+    assert np.shares_memory(copy.U_, copy.W_) and copy.score_one([1.0, 0.0, 0.0]) > 0.99

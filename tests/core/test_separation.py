@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from core.base import from_state, state_digest
 from core.checks import check_estimator
+from core.registry import from_state, state_digest
 from core.separation import (
     EllipsoidalClassifier,
     EllipsoidPerceptron,

@@ -1,4 +1,4 @@
-"""The stacked paths of the reductions (``core.stacking._Stack``): batch scoring by one
+"""The stacked paths of the reductions (``core.stacking.Stack``): batch scoring by one
 product against all binary models, and one-vs-one learning with progressive scores by block
 products and Gram corrections, or pair by pair (``learn_pair_by_pair``). Each is compared with
 the per-model / ``learn_one`` path it replaces, at rounding tolerance (pair by pair: bit for
@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import core.multiclass as multiclass
 import core.stacking as stacking
 from core.averaging import Averaged
-from core.base import PartialBatchError, state_digest
+from core.base import PartialBatchError
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
+from core.features import as_batch
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
+from core.registry import state_digest
 
 CLASSES = [3, 0, 7, 1, 5]
 
@@ -48,7 +50,7 @@ BASES = {
 
 def per_model_scores(model, X):
     """The binary models' scores, model by model (the path the stack replaces)."""
-    batch = multiclass.as_batch(X, model.n_features)
+    batch = as_batch(X, model.n_features)
     return np.column_stack([m.score_batch(batch) for m in model.models_])
 
 
@@ -73,12 +75,12 @@ def test_stacked_scores_match_the_per_model_path(reduction, base, density, produ
     X, y = stream(n=300, density=density)
     model = reduction(base=BASES[base](6), classes=CLASSES)
     model.learn_many(X[:150], y[:150])
-    stacked = stacking._Stack.of(model.models_, multiclass.as_batch(X, 6), 6)
+    stacked = stacking.Stack.of(model.models_, as_batch(X, 6), 6)
     assert (stacked is None) == (base == "dos-float32")
     old = per_model_scores(model, X)
-    new = model._model_scores_batch(multiclass.as_batch(X, 6))
+    new = model.decide_batch(as_batch(X, 6))[2]
     assert_close(new, old)
-    winners, scores, model_scores = model.decide_batch(multiclass.as_batch(X, 6))
+    winners, scores, model_scores = model.decide_batch(as_batch(X, 6))
     assert np.array_equal(model.predict_many(X), np.array(CLASSES)[winners])
     assert_close(scores, model.score_many(X))
     assert np.array_equal(model_scores, new)
@@ -100,9 +102,9 @@ def test_stacked_predictions_equal_the_per_model_ones_on_a_large_sparse_space():
     model = OneVsOne(base=DoSClassifier(n_features=d, rank=2, seed=0), classes=CLASSES)
     model.learn_many(X, y)
     assert (d + 1) * 4 * 10 > stacking.FULL_STACK_FLOATS or X.nnz < d
-    stack = stacking._Stack.of(model.models_, multiclass.as_batch(X, d), d)
+    stack = stacking.Stack.of(model.models_, as_batch(X, d), d)
     assert stack.W.shape[0] < d  # compacted
-    assert_close(model._model_scores_batch(multiclass.as_batch(X, d)), per_model_scores(model, X))
+    assert_close(model.decide_batch(as_batch(X, d))[2], per_model_scores(model, X))
 
 
 def multiply_by(monkeypatch, product: str) -> None:
@@ -239,7 +241,7 @@ def test_pair_by_pair_is_the_learn_one_loop_bit_for_bit(base, density):
     reference = OneVsOne(base=BASES[base](6), classes=CLASSES)
     model = reference.clone()
     expected = learn_one_loop(reference, X, y)
-    assert model.models_[0]._W.nbytes <= stacking.PAIR_BY_PAIR_BYTES
+    assert model.models_[0].W_.nbytes <= stacking.PAIR_BY_PAIR_BYTES
     steps = model.learn_many(X, y, progressive=True)
     assert np.array_equal(steps.scores, np.array([s.score for s in expected]))
     assert np.array_equal(steps.losses, [s.loss for s in expected])

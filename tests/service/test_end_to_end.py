@@ -13,11 +13,11 @@ import uvicorn
 
 from benchmarks.servers import ServiceProcess, free_port
 from core.averaging import Averaged
-from core.base import state_digest
 from core.calibration import Calibrated
 from core.datasets import data_dir, load_svmlight
 from core.dos import DoSClassifier
 from core.linear import LinearPA
+from core.registry import state_digest
 from service.config import Settings
 from service.main import create_app
 

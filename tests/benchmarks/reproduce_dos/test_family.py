@@ -1,21 +1,21 @@
-"""A stacked family is core.multiclass.OneVsOne over the library's binary models, bit for
+"""A stacked family is core.one_vs_one.OneVsOne over the library's binary models, bit for
 bit, and averaging identical snapshots keeps its classifier."""
 
 import numpy as np
 import pytest
 
 from benchmarks.reproduce_dos.family import PAIRS, Family
-from core.base import state_digest
 from core.datasets import DeformationStream
 from core.dos import DoSClassifier
 from core.linear import LinearPA
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
+from core.registry import state_digest
 from tests.benchmarks.reproduce_dos.digits import strokes
 
 
 @pytest.mark.parametrize("rank", [None, 2])
 def test_stacked_kernel_is_one_vs_one(rank):
-    """The benchmark's kernel makes the predictions and updates of core.multiclass.OneVsOne
+    """The benchmark's kernel makes the predictions and updates of core.one_vs_one.OneVsOne
     over the library's binary models, bit for bit."""
     images, labels = strokes()
     X, y = DeformationStream(images, labels, seed=0).take(250)

@@ -5,7 +5,7 @@ import numpy as np
 from benchmarks.reproduce_dos.family import FIRST, PAIRS, SECOND
 from benchmarks.reproduce_dos.kernels import N_CLASSES, nonzero_pixels, ovo_winner
 from core.linear import LinearPA
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 
 
 def test_nonzero_pixels_of_a_row():

@@ -23,7 +23,8 @@ from service.durability.interchange import (
     read_tensors,
     write_tensors,
 )
-from tests.service.conftest import create
+from service.main import create_app
+from tests.service.conftest import TestClient, create
 
 ROWS = [[1.0, 0.0, 2.0], [0.0, -1.0, 0.5], [2.0, 1.0, 1.0]]
 
@@ -310,3 +311,36 @@ def test_the_import_refuses_every_bad_file_and_creates_nothing(client, settings)
     assert listed.status_code == 200
     assert [m["name"] for m in listed.json()["models"]] == ["fine", "m"]
     assert client.post("/v1/models/fine/feedback", json=body).json()["version"] == 2
+
+
+def test_boolean_classes_survive_export_import_and_a_restart(settings):
+    """Models of the classes [false, true] (a binary DoS model, whose estimator learns -1 / +1,
+    and mofm, whose estimator holds the classes): exported and imported, and restored from
+    their snapshots by a new process, they still predict true / false, the same scores."""
+    instances = {"instances": [{"x": x} for x in ROWS]}
+    labels = [True, False, True]
+    body = {"examples": [{"x": x, "label": y} for x, y in zip(ROWS, labels, strict=True)]}
+    headers = {"content-type": "application/vnd.safetensors"}
+    answers = {}
+    with TestClient(create_app(settings)) as client:
+        create(client, name="dos", classes=[False, True])
+        create(client, name="mofm", kind="mofm", classes=[False, True], params={"n_basis": 2})
+        for name in ("dos", "mofm"):
+            assert client.post(f"/v1/models/{name}/feedback", json=body).status_code == 200
+            exported = client.get(f"/v1/models/{name}/export").content
+            copy = f"{name}-copy"
+            imported = client.put(f"/v1/models/{copy}", content=exported, headers=headers)
+            assert imported.status_code == 201, imported.text
+            for each in (name, copy):
+                info = client.get(f"/v1/models/{each}").json()
+                assert info["classes"] == [False, True] and info["examples_learned"] == 3
+                answer = client.post(f"/v1/models/{each}/predict", json=instances).json()
+                answers[each] = [(p["label"], p["score"]) for p in answer["predictions"]]
+                assert all(type(label) is bool for label, _ in answers[each])
+            assert answers[copy] == answers[name]
+    with TestClient(create_app(settings)) as client:  # a restart: snapshots and log
+        for name, expected in answers.items():
+            info = client.get(f"/v1/models/{name}").json()
+            assert info["classes"] == [False, True] and info["examples_learned"] == 3
+            answer = client.post(f"/v1/models/{name}/predict", json=instances).json()
+            assert [(p["label"], p["score"]) for p in answer["predictions"]] == expected

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from core.averaging import Averaged
-from core.base import state_digest
 from core.dos import DoSClassifier
 from core.metrics import ProgressiveValidation
 from core.mofm.reservoir import Reservoir
+from core.registry import state_digest
 from service.durability import capture
 from service.durability.capture import ANSWERS, MODEL, PROGRESSIVE, RESERVOIR
 from service.durability.store import MAGIC, SnapshotError, decode, encode, read_header

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from core.base import state_digest
+from core.registry import state_digest
 from service.config import Settings
 from service.durability.feedback_log import LogUnavailable, decode_record
 from service.http import grouping

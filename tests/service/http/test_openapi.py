@@ -103,7 +103,8 @@ def test_the_schemas_refuse_what_the_service_refuses(spec, client):
         {"instances": [{"x": None}]},
     ):
         assert not predict.is_valid(body), body
-    assert not feedback.is_valid({"examples": [{"x": [1.0], "label": True}]})
+    assert not feedback.is_valid({"examples": [{"x": [1.0], "label": None}]})
+    assert feedback.is_valid({"examples": [{"x": [1.0], "label": True}]})  # boolean classes
     assert not feedback.is_valid({"examples": [{"prediction_id": "p", "x": [1.0], "label": 1}]})
     assert feedback.is_valid({"examples": [{"prediction_id": "p", "label": "spam"}]})
 

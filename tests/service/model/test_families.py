@@ -1,6 +1,10 @@
-"""The reduction family's bulk path (``service.model.families.Reduction``): a batch is learned by
-one ``learn_many`` (one-vs-one: progressive) and predicted from one scoring; both agree with
-the library's ``learn_one`` loop and its predictions."""
+"""The families (``service.model.families``): the label rule of the library through HTTP (the
+table of ``tests/labels_table.py``), and the reduction family's bulk path: a batch is learned
+by one ``learn_many`` (one-vs-one: progressive) and predicted from one scoring; both agree
+with the library's ``learn_one`` loop and its predictions."""
+
+import json
+import math
 
 import numpy as np
 import pytest
@@ -9,7 +13,9 @@ from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
 from core.linear import LinearPA
-from core.multiclass import OneVsOne, OneVsRest
+from core.one_vs_one import OneVsOne
+from core.one_vs_rest import OneVsRest
+from tests.labels_table import LABEL_RULE_CASES
 from tests.service.conftest import create
 
 CLASSES = [4, 0, 9, 2]
@@ -77,3 +83,61 @@ def test_bulk_feedback_is_the_learn_one_loop(client, multiclass, kind, classes):
     assert predicted.status_code == 200, predicted.text
     labels = [p["label"] for p in predicted.json()["predictions"]]
     assert labels == reference.predict_many(X, variant="live").tolist()  # the default
+
+
+def test_the_label_rule_table_through_http(client):
+    """Every case of the library's label table (``tests/core/test_labels.py`` runs it on
+    ``core.labels``), posted as JSON feedback to a fresh model of those classes (int, str or
+    bool): accepted as the same class (the model then predicts it: the one example moved it
+    there), or refused with 422 and nothing learned."""
+    for number, (classes, label, expected) in enumerate(LABEL_RULE_CASES):
+        name = f"rule{number}"
+        create(
+            client, name=name, kind="linear-pa", n_features=1, classes=classes,
+            multiclass="ovr", calibration="none",
+        )  # fmt: skip
+        body = {"examples": [{"x": [1.0], "label": label}]}
+        response = client.post(  # (json.dumps writes NaN as the JSON parsers refuse it)
+            f"/v1/models/{name}/feedback", content=json.dumps(body),
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        case = (classes, label, expected)
+        info = client.get(f"/v1/models/{name}").json()
+        if expected is None:
+            assert response.status_code == 422, (case, response.text)
+            nan = isinstance(label, float) and math.isnan(label)
+            assert nan or response.json()["error"]["code"] == "unknown_label", case
+            assert info["examples_learned"] == 0, case
+            continue
+        assert response.status_code == 200, (case, response.text)
+        assert info["examples_learned"] == 1, case
+        predicted = client.post(
+            f"/v1/models/{name}/predict", json={"instances": [{"x": [1.0]}]}
+        ).json()["predictions"][0]["label"]
+        assert predicted == classes[expected], case
+        assert type(predicted) is type(classes[expected]), case  # true stays true, 1 stays 1
+
+
+def test_boolean_classes_and_what_svmlight_cannot_carry(client):
+    """A model of the booleans [false, true] learns JSON true / false; svmlight labels are
+    numbers, refused with a reason; booleans are never mixed with other classes."""
+    create(client, name="flag", kind="dos", classes=[False, True])
+    examples = [{"x": [1, 0, 0], "label": True}, {"x": [0, 1, 0], "label": False}]
+    learned = client.post("/v1/models/flag/feedback", json={"examples": examples})
+    assert learned.status_code == 200, learned.text
+    assert all(type(r["predicted"]) is bool for r in learned.json()["results"])
+    info = client.get("/v1/models/flag").json()
+    assert info["classes"] == [False, True] and info["examples_learned"] == 2
+    svmlight = {"content-type": "text/x-svmlight"}
+    response = client.post("/v1/models/flag/feedback", content=b"1 1:0.5\n", headers=svmlight)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "unknown_label", error
+    assert "a number is never a boolean class" in error["message"], error
+    for mixed in ([False, True, 2], [True, "yes"], [0, False]):
+        response = client.post(
+            "/v1/models",
+            json={"name": "mixed", "kind": "dos", "input": {"n_features": 3}, "classes": mixed},
+        )
+        assert response.status_code == 422, (mixed, response.text)
+        assert "boolean classes cannot be mixed" in response.json()["error"]["message"], mixed

@@ -4,8 +4,8 @@ of requests logged together and learned one by one, and the model's story in its
 import numpy as np
 import pytest
 
-from core.base import state_digest
 from core.features import batch_from_rows
+from core.registry import state_digest
 from service.durability.feedback_log import LogUnavailable, decode_record
 from service.durability.file_log import FileLog
 from service.durability.idempotency import Key, Replayed

@@ -11,7 +11,7 @@ import pytest
 from core.averaging import Averaged
 from core.dos import DoSClassifier
 from core.features import as_batch
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
 from service.durability.redis_store import RedisStore
 from service.durability.store import encode
 from service.scale import deltas

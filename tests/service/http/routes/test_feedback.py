@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from core.averaging import Averaged
-from core.base import state_digest
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
-from core.multiclass import OneVsOne
+from core.one_vs_one import OneVsOne
+from core.registry import state_digest
 from service.durability.feedback_log import LogUnavailable
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
@@ -237,7 +237,7 @@ BAD_BATCHES = [
     ({"x": [1, 2], "label": 1}, 422, "invalid_input", "length 2, expected 3"),
     ({"x": [1, 2, 3], "label": 5}, 422, "unknown_label", "unknown label 5"),
     ({"x": [1, 2, 3], "label": "1"}, 422, "unknown_label", "unknown label '1'"),
-    ({"x": [1, 2, 3], "label": True}, 422, "invalid_input", "label"),
+    ({"x": [1, 2, 3], "label": True}, 422, "unknown_label", "a boolean is never a number class"),
     ({"indices": [3], "values": [1.0], "label": 1}, 422, "invalid_input", "out of range"),
     ({"indices": [0, 1], "values": [1.0], "label": 1}, 422, "invalid_input", "2 indices"),
     ({"features": {"a": [1]}, "label": 1}, 422, "invalid_input", "features"),

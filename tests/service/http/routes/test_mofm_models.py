@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from benchmarks.servers import ServiceProcess
-from core.base import state_digest
 from core.mofm import MultiOutputPN
-from core.multiclass import OrdinalMcRank
+from core.ordinal import OrdinalMcRank
+from core.registry import state_digest
 from core.separation import EllipsoidPerceptron
 from service.config import Settings
 from service.main import create_app

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from core.base import state_digest
 from core.pqr import PQR
+from core.registry import state_digest
 from service.main import create_app
 from tests.service.conftest import TestClient
 

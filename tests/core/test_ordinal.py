@@ -4,11 +4,13 @@ model suite, and a small recommender experiment with a multi-output FM."""
 import numpy as np
 import pytest
 
-from core.base import state_digest
+from core.base import PartialBatchError
 from core.checks import check_estimator
+from core.features import as_batch
 from core.metrics import ndcg_at_k, rmse
 from core.mofm import MultiOutputPN
-from core.multiclass import OrdinalMcRank
+from core.ordinal import OrdinalMcRank
+from core.registry import state_digest
 
 LEVELS = [1, 3, 5, 7]
 
@@ -71,6 +73,21 @@ def test_learn_many_is_the_learn_one_loop_and_refit_swaps():
     assert rmse(y, new.predict_many(X)) < rmse(y, one.predict_many(X))
 
 
+def test_rows_learned_before_a_refused_row_are_counted():
+    """A batch whose third row overflows the base model: the two rows before it were learned
+    by the base model, so the reduction counts them (it counted none)."""
+    model = OrdinalMcRank(base=base(), levels=LEVELS)
+    model.learn_one([0.5, -0.5, 1.0], 3)  # activates the basis
+    X = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -0.5], [1e200, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    with pytest.raises(PartialBatchError) as error:
+        model.learn_many(X, [1, 5, 7, 3])
+    assert len(error.value.learned) == 2
+    assert model.n_seen_ == model.model_.n_seen_ == 3
+    with pytest.raises(PartialBatchError):
+        model.learn_batch(as_batch(X[2:], 3), np.array([3, 0]))  # level indices
+    assert model.n_seen_ == model.model_.n_seen_ == 3
+
+
 def test_base_is_validated():
     with pytest.raises(ValueError, match="n_outputs"):
         OrdinalMcRank(base=base(n_outputs=4), levels=LEVELS)
@@ -111,3 +128,15 @@ def test_recommender_with_multi_output_fm():
     ndcg = ndcg_at_k(ratings[test], predicted, k=5, groups=users[test])
     random_ndcg = ndcg_at_k(ratings[test], rng.random(600), k=5, groups=users[test])
     assert ndcg > random_ndcg + 0.1
+
+
+def test_predictions_from_the_scores_of_a_validated_batch():
+    """``score_batch`` then ``predict_from_scores`` / ``proba_from_scores`` give ``score_many``,
+    ``predict_many`` and ``predict_proba_many``, bit for bit."""
+    X, y = ordinal_stream(n=40, seed=2)
+    model = OrdinalMcRank(base=base(), levels=LEVELS)
+    model.learn_many(X, y)
+    scores = model.score_batch(as_batch(X, 3))
+    assert np.array_equal(scores, model.score_many(X))
+    assert np.array_equal(model.predict_from_scores(scores), model.predict_many(X))
+    assert np.array_equal(model.proba_from_scores(scores), model.predict_proba_many(X))
