@@ -16,7 +16,8 @@ named features hashed by :class:`FeatureHasher`.
 __version__ = "0.1.0"
 
 from core.averaging import Averaged
-from core.base import BatchClassifier, BinaryClassifier, BinaryModel, Estimator, Step, Steps
+from core.base import Estimator, Step, Steps
+from core.binary import BatchClassifier, BinaryClassifier, BinaryModel
 from core.calibration import Calibrated, IsotonicCalibrator, PlattCalibrator
 from core.dos import DoSClassifier
 from core.features import FeatureHasher

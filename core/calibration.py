@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
+from core.base import Estimator, PartialBatchError, Step, Steps
+from core.binary import BinaryClassifier
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch
 from core.kernels.calibration import _isotonic_pav, _platt_learn_batch, _platt_step

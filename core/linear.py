@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import BinaryClassifier, PartialBatchError, Step, Steps, steps_from
+from core.base import PartialBatchError, Step, Steps
+from core.binary import BinaryClassifier, steps_from
 from core.features import CSRBatch
 from core.kernels.linear import (
     STEP_OK,

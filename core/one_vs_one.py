@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from core import stacking
-from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
+from core.base import Estimator, PartialBatchError, Step, Steps
+from core.binary import BinaryClassifier
 from core.calibration import Calibrated
 from core.config import INDEX
 from core.features import CSRBatch, as_row

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, Step, Steps
+from core.base import Estimator, Step, Steps
+from core.binary import BinaryClassifier
 from core.config import INDEX
 from core.features import CSRBatch, as_row
 from core.reduction import Label, Reduction, check_squared_norms

@@ -10,7 +10,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from core.base import BinaryClassifier, Estimator, PartialBatchError, Step, Steps
+from core.base import Estimator, PartialBatchError, Step, Steps
+from core.binary import BinaryClassifier
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch
 from core.kernels.pqr import (

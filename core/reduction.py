@@ -20,7 +20,8 @@ from collections.abc import Hashable
 import numpy as np
 
 from core import stacking
-from core.base import BinaryClassifier, Estimator, PartialBatchError, Steps
+from core.base import Estimator, PartialBatchError, Steps
+from core.binary import BinaryClassifier
 from core.config import FLOAT, INDEX
 from core.features import CSRBatch, as_batch, as_row, first_overflowing_row
 from core.labels import LabelMap, check_targets

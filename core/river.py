@@ -31,7 +31,8 @@ from typing import Any
 
 from river import base as river_base
 
-from core.base import BinaryClassifier, Estimator
+from core.base import Estimator
+from core.binary import BinaryClassifier
 from core.calibration import Calibrated
 from core.features import FeatureHasher, Row
 from core.linear import LinearPA

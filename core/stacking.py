@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
-from core.base import BinaryClassifier
+from core.binary import BinaryClassifier
 from core.calibration import Calibrated
 from core.config import FLOAT, INDEX
 from core.dos import DoSClassifier

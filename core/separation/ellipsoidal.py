@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from core.base import BatchClassifier
+from core.binary import BatchClassifier
 from core.features import CSRBatch
 from core.validation import check_choice, check_n_features, check_positive
 

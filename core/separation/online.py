@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from core.base import BinaryClassifier, Step, Steps
+from core.base import Step, Steps
+from core.binary import BinaryClassifier
 from core.features import CSRBatch
 from core.kernels.separation import (
     FROZEN,

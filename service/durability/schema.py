@@ -46,9 +46,9 @@ from service.durability.constraints import (
     shown,
 )
 from service.exceptions import CODES
-from service.http.schemas import NAME_PATTERN, CreateModel, spec_from_json
 from service.model.kinds import KINDS
 from service.model.params import AnyOf, Constraint, Integer, Options, Real
+from service.model.spec import NAME_PATTERN, CreateModel, spec_from_json
 
 #: the largest header read (safetensors' own limit)
 MAX_HEADER_BYTES = 100_000_000

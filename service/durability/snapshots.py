@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from service.durability.capture import Capture
 from service.durability.store import SnapshotMeta, encode
-from service.http.schemas import spec_to_json
 from service.model.live import LiveModel
+from service.model.spec import spec_to_json
 from service.scale import deltas
 from service.scale.leases import LeaseLost
 

@@ -32,9 +32,10 @@ from core.features import (
 )
 from service.exceptions import InvalidRequest, ServiceError, TooLarge, UnsupportedMediaType
 from service.http.errors import ECHO_CHARS, bounded, shown
-from service.http.schemas import CreateModel, Example, FeedbackRequest, Instance, PredictRequest
+from service.http.schemas import Example, FeedbackRequest, Instance, PredictRequest
 from service.model.cache import PredictionCache
 from service.model.live import LiveModel
+from service.model.spec import CreateModel
 
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
 SVMLIGHT_TYPES = {"text/x-svmlight", "application/x-svmlight", "text/plain"}

@@ -14,14 +14,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from service.http.errors import codes_by_status
-from service.http.schemas import (
-    CreateModel,
-    ErrorResponse,
-    Example,
-    FeedbackRequest,
-    PredictRequest,
-)
+from service.http.schemas import ErrorResponse, Example, FeedbackRequest, PredictRequest
 from service.model.kinds import KINDS, params_schema
+from service.model.spec import CreateModel
 
 REF = "#/components/schemas/{model}"
 #: the models of the bodies that routes read themselves (added to the components)

@@ -1,4 +1,5 @@
-"""Request and response models of the HTTP API (the OpenAPI text comes from here)."""
+"""Request and response models of the HTTP API (the OpenAPI text comes from here). The
+create request is a model's spec (``service.model.spec.CreateModel``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    field_validator,
     model_validator,
 )
+
+from service.model.spec import Strict, exactly_one_form, no_nulls
 
 #: a JSON number (an integer or a float, never a string or a boolean), finite
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -22,157 +24,6 @@ FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 #: match only their own kind)
 Label = StrictBool | StrictInt | StrictStr | FiniteFloat
 FeatureValue = FiniteFloat | StrictBool | StrictStr
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _no_nulls(model: BaseModel, fields) -> None:
-    """Absent means "not this form"; an explicit null is refused, as the schema says."""
-    for name in fields:
-        if name in model.model_fields_set and getattr(model, name) is None:
-            raise ValueError(f"{name} must not be null (leave it out)")
-
-
-def _exactly_one_form(*forms: tuple[str, ...]):
-    """JSON Schema: the object holds the fields of exactly one of ``forms`` (and none of
-    the others'), as the model validator requires."""
-    fields = sorted({name for form in forms for name in form})
-
-    def extra(schema: dict) -> None:
-        for name in fields:  # present means not null: an absent field is the only "none"
-            prop = schema["properties"][name]
-            branches = [b for b in prop.pop("anyOf", []) if b.get("type") != "null"]
-            prop.update(branches[0] if branches else {})
-            prop.pop("default", None)
-        schema["oneOf"] = [
-            {
-                "required": list(form),
-                "not": {"anyOf": [{"required": [f]} for f in fields if f not in form]},
-            }
-            for form in forms
-        ]
-
-    return extra
-
-
-class InputSpec(Strict):
-    """The input space: ``n_features`` for dense/sparse rows, or ``hashed`` buckets for named
-    features (both accept every instance form; ``hashed`` documents the intent)."""
-
-    model_config = ConfigDict(
-        extra="forbid", json_schema_extra=_exactly_one_form(("n_features",), ("hashed",))
-    )
-
-    # strict: a boolean is not a dimension (pydantic's lax mode reads true as 1)
-    n_features: StrictInt | None = Field(None, ge=1, le=1 << 26)
-    hashed: StrictInt | None = Field(None, ge=1, le=1 << 26)
-
-    @model_validator(mode="after")
-    def _one_of(self):
-        _no_nulls(self, ("n_features", "hashed"))
-        if (self.n_features is None) == (self.hashed is None):
-            raise ValueError("give exactly one of n_features and hashed")
-        return self
-
-    @property
-    def size(self) -> int:
-        return self.n_features if self.n_features is not None else self.hashed
-
-
-class AveragingSpec(Strict):
-    """Time averaging (section 3.4 of the DoS paper): fold the live model into the aligned
-    running average every ``interval`` learned examples."""
-
-    interval: StrictInt = Field(..., ge=1, le=1 << 40)
-    alignment: Literal["paper", "spectral"] = Field(
-        "paper",
-        description="DoS alignment before averaging: the paper's min-norm boost + "
-        "Procrustes, or the spectral canonical form + Procrustes (exact under every symmetry).",
-    )
-
-
-class CreateModel(Strict):
-    """A new named model."""
-
-    name: str = Field(..., pattern=NAME_PATTERN, examples=["spam"])
-    kind: Literal[
-        "linear-pa",
-        "dos",
-        "pqr",
-        "mofm",
-        "perceptron",
-        "ellipsoid-perceptron",
-        "shor-perceptron",
-        "ellipsoidal",
-    ] = Field(
-        ...,
-        examples=["dos"],
-        description="linear-pa / dos: passive-aggressive linear and difference-of-squares "
-        "classifiers; pqr: projective quadratic regression (FTRL); mofm: multi-output "
-        "polynomial network / factorization machine (one model for all classes; refitted by "
-        "conditional gradient on a reservoir of recent examples); perceptron, "
-        "ellipsoid-perceptron, shor-perceptron: the separation thesis's online learners; "
-        "ellipsoidal: its maximal-separation-ratio ellipsoidal classifier, a batch model the "
-        "worker fits on a window of recent feedback (needs cvxpy).",
-    )
-    params: dict[str, Any] = Field(
-        default_factory=dict, examples=[{"rank": 8, "mode": "pa1", "C": 0.1}]
-    )
-    input: InputSpec = Field(..., examples=[{"n_features": 784}, {"hashed": 262144}])
-    classes: list[StrictBool | StrictInt | StrictStr] | None = Field(
-        None,
-        min_length=2,
-        max_length=1000,
-        examples=[["ham", "spam"], [False, True]],
-        description="Labels: integers, strings, or the booleans [false, true] (not mixed with "
-        "numbers or strings). Two classes: the first is the negative one. More: multi-class by "
-        "one-vs-one (default) or one-vs-rest (mofm: one multi-output model). Default [-1, 1]; "
-        'none for PQR regression (params {"task": "regression"}). With multiclass "ordinal" '
-        "(mofm only): the relevance levels, increasing numbers. A feedback label is the class "
-        "it equals: a number equal to a numeric class is that class (1.0 is the class 1), "
-        "booleans match only boolean classes and strings only string classes.",
-    )
-    multiclass: Literal["ovo", "ovr", "ordinal"] = Field(
-        "ovo",
-        description="Reduction for more than two classes: one-vs-one, one-vs-rest, or "
-        "ordinal McRank (mofm only: P(y <= level) per level, the expected relevance predicted).",
-    )
-    averaging: AveragingSpec | None = None
-    calibration: Literal["platt", "none"] | None = Field(
-        None,
-        description="Probabilities for the kinds whose scores are margins (linear-pa, dos and "
-        "the perceptrons, binary or multi-class): `platt` (the default for them) fits Platt "
-        "scaling online on the progressive scores, `none` gives no probability. Binary PQR "
-        "and mofm give probabilities of their own; other kinds take no calibration.",
-    )
-
-    @field_validator("classes")
-    @classmethod
-    def _booleans_alone(cls, classes):
-        """Boolean classes are a binary task's [false, true]: never beside numbers or strings
-        (Python holds true equal to 1, and a label of one kind never matches another)."""
-        if classes is not None and len({isinstance(c, bool) for c in classes}) > 1:
-            raise ValueError("boolean classes cannot be mixed with numbers or strings")
-        return classes
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "name": "digits",
-                    "kind": "dos",
-                    "params": {"rank": 8},
-                    "input": {"n_features": 784},
-                    "classes": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
-                    "averaging": {"interval": 50000},
-                }
-            ]
-        },
-    )
 
 
 INSTANCE_FORMS = (("x",), ("indices", "values"), ("features",))
@@ -181,7 +32,7 @@ INSTANCE_FORMS = (("x",), ("indices", "values"), ("features",))
 class Instance(Strict):
     """One example: dense ``x``, sparse ``indices`` + ``values``, or named ``features``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_exactly_one_form(*INSTANCE_FORMS))
+    model_config = ConfigDict(extra="forbid", json_schema_extra=exactly_one_form(*INSTANCE_FORMS))
 
     x: list[FiniteFloat] | None = Field(None, description="dense values, one per input")
     indices: list[StrictInt] | None = Field(None, description="0-based indices of the values")
@@ -192,7 +43,7 @@ class Instance(Strict):
 
     @model_validator(mode="after")
     def _one_form(self):
-        _no_nulls(self, ("x", "indices", "values", "features"))
+        no_nulls(self, ("x", "indices", "values", "features"))
         forms = [
             self.x is not None,
             self.indices is not None or self.values is not None,
@@ -241,7 +92,7 @@ class Example(Instance):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra=_exactly_one_form(*INSTANCE_FORMS, ("prediction_id",)),
+        json_schema_extra=exactly_one_form(*INSTANCE_FORMS, ("prediction_id",)),
     )
 
     prediction_id: str | None = Field(None, description="the id of an earlier prediction")
@@ -249,7 +100,7 @@ class Example(Instance):
 
     @model_validator(mode="after")
     def _one_form(self):
-        _no_nulls(self, ("prediction_id",))
+        no_nulls(self, ("prediction_id",))
         if self.prediction_id is not None:
             if any(v is not None for v in (self.x, self.indices, self.values, self.features)):
                 raise ValueError("give either prediction_id or the features, not both")
@@ -362,21 +213,3 @@ class InferenceErrorResponse(BaseModel):
 
     error: str = Field(..., description="for people")
     code: str = Field(..., description="stable, machine-readable (the README lists them)")
-
-
-def spec_to_json(spec: CreateModel) -> dict:
-    """A create request as snapshots keep it (absent fields left out)."""
-    return _without_nulls(spec.model_dump(mode="json"))
-
-
-def spec_from_json(data: dict) -> CreateModel:
-    """A create request from a snapshot (older snapshots wrote absent fields as null, and
-    predate calibration: their models have none)."""
-    data = _without_nulls(data)
-    return CreateModel.model_validate({"calibration": "none", **data})
-
-
-def _without_nulls(value):
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    return value

@@ -392,7 +392,7 @@ def check_params(kind: Kind, params: dict) -> dict:
 
 
 def plan(spec, limits: Limits) -> Plan:
-    """Check a create request (``service.http.schemas.CreateModel``) against the kind's
+    """Check a create request (``service.model.spec.CreateModel``) against the kind's
     parameters, its classes and task, and every limit, before anything is built."""
     kind = KINDS[spec.kind]
     params = check_params(kind, spec.params)

@@ -36,10 +36,10 @@ from service.durability.record import DurabilityRecord
 from service.durability.snapshots import SnapshotWriter
 from service.durability.store import SnapshotError, SnapshotMeta, decode
 from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
-from service.http.schemas import CreateModel, spec_from_json, spec_to_json
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel, View
 from service.model.registry import Registry, over_budget
+from service.model.spec import CreateModel, spec_from_json, spec_to_json
 from service.ops.machine import memory_limit
 
 log = logging.getLogger("lorentztron")

@@ -311,7 +311,7 @@ def _value(text: str):
 
 def learn(args) -> None:
     from service.exceptions import ServiceError
-    from service.http.schemas import CreateModel
+    from service.model.spec import CreateModel
     from service.ops import offline
 
     params = {}

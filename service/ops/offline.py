@@ -22,10 +22,10 @@ import numpy as np
 from core.datasets import parse_svmlight
 from service.durability.interchange import load_model, write_model
 from service.http.bodies import prepare_feedback
-from service.http.schemas import CreateModel, spec_to_json
 from service.model.cache import PredictionCache
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
+from service.model.spec import CreateModel, spec_to_json
 
 PART_LINES = 2000
 SVMLIGHT, NDJSON = "text/x-svmlight", "application/x-ndjson"

@@ -13,9 +13,9 @@ import numpy as np
 
 from service.durability.feedback_log import decode_record
 from service.durability.store import decode
-from service.http.schemas import spec_from_json
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
+from service.model.spec import spec_from_json
 from service.scale.keys import RedisKeys
 
 N_FEATURES = 6

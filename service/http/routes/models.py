@@ -12,9 +12,10 @@ from service.http import bodies
 from service.http.deps import App, Components, Export, Read, Write
 from service.http.errors import shown
 from service.http.openapi import errors, json_body
-from service.http.schemas import CreateModel, ModelInfo, ModelList
+from service.http.schemas import ModelInfo, ModelList
 from service.http.threads import run_sync
 from service.http.views import model_info
+from service.model.spec import CreateModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 log = logging.getLogger("lorentztron")

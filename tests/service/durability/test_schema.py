@@ -10,7 +10,7 @@ import pytest
 from service.durability.capture import ANSWERS, PROGRESSIVE, RESERVOIR
 from service.durability.constraints import SchemaError
 from service.durability.schema import check_extents, check_state
-from service.http.schemas import CreateModel
+from service.model.spec import CreateModel
 
 SPEC = CreateModel.model_validate(
     {"name": "m", "kind": "mofm", "input": {"n_features": 2}, "classes": ["a", "b", "c"]}

@@ -15,11 +15,11 @@ from core.features import batch_from_rows
 from service.durability.redis_store import RedisStore
 from service.durability.snapshots import SnapshotWriter
 from service.durability.store import decode, read_header
-from service.http.schemas import CreateModel
 from service.http.views import model_info
 from service.main import create_app
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
+from service.model.spec import CreateModel
 from service.ops.metrics import Metrics
 from service.scale import deltas
 from tests.service.conftest import TestClient, create, wait_for

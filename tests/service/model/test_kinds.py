@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from service.exceptions import InvalidRequest
-from service.http.schemas import CreateModel
 from service.model.kinds import KINDS, Limits, build, plan
 from service.model.params import AnyOf, Boolean, Integer, IntegerList, Options, Real
+from service.model.spec import CreateModel
 from tests.service.conftest import create
 
 LIMITS = Limits(max_floats=1 << 27, max_submodels=5000, averaging_interval=50_000)

@@ -11,9 +11,9 @@ from service.durability.file_log import FileLog
 from service.durability.idempotency import Key, Replayed
 from service.durability.journal import Feedback
 from service.exceptions import InvalidRequest, ServiceError, Unavailable
-from service.http.schemas import CreateModel
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
+from service.model.spec import CreateModel
 
 
 def _live_with_log(tmp_path, **spec):

@@ -11,9 +11,9 @@ import pytest
 
 from service.durability.capture import MODEL
 from service.durability.local_store import LocalStore
-from service.http.schemas import spec_from_json, spec_to_json
 from service.main import create_app
 from service.model.kinds import SUBMODEL_OVERHEAD_FLOATS, WINDOW_SLOT_FLOATS
+from service.model.spec import spec_from_json, spec_to_json
 from tests.service.conftest import TestClient, create, wait_for
 from tests.service.durability.test_store import reencoded, setting
 
