@@ -222,3 +222,24 @@ def test_a_client_that_goes_away_before_the_fsync_leaves_the_others_answered(cli
     )  # learned (and durable), only not answered
     queue = components.groups._queues[live.incarnation]
     assert queue.commit.waiting == []
+
+
+def test_a_keyed_retry_after_a_failed_fsync_is_answered_once(clients, monkeypatch):
+    """The file log's 503 (the record appended and learned, its fsync failed): a retry with
+    the same key, once the disk works again, gets the first answer (``Idempotent-Replayed``)
+    after the record is made durable, and nothing is learned again."""
+    client, _ = clients
+    live = client.app.state.components.models.get("m")
+    body, _ = bodies(1, seed=5)[0]
+    headers = {"Idempotency-Key": "fsync-1"}
+    with monkeypatch.context() as broken:
+        Syncs(broken, live, fail=True)
+        failed = client.post("/v1/models/m/feedback", content=body, headers=headers)
+    assert failed.status_code == 503 and failed.json()["error"]["code"] == "log_unavailable"
+    learned = live.champion.counters.examples_learned
+    syncs = Syncs(monkeypatch, live)
+    again = client.post("/v1/models/m/feedback", content=body, headers=headers)
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["version"] == live.version and syncs.threads  # made durable first
+    assert live.champion.counters.examples_learned == learned
+    assert len(list(live.journal.log.read_after("m", 0))) == 2
