@@ -385,13 +385,13 @@ class LiveModel:
         item = Feedback(batch, targets)
         if key is not None:
             item = Feedback(batch, targets, key.with_results, Key(key.key, key.fingerprint))
-        self.record.learned(position, position, 1, len(record))
         try:
             result = self._learn(item)
         except ServiceError as error:  # refused live too (e.g. a float64 overflow)
             log.warning("replay of %s: record %s refused: %s", self.name, position, error)
             result = error
         self._keep(item, result, at, None)
+        self.record.learned(position, position, 1, len(record))
 
     def _learn(self, item: Feedback) -> dict[str, Any]:
         """Learn a validated item (writer lock held): its answer. A model that refuses an
