@@ -355,6 +355,13 @@ class BinaryClassifier(BinaryModel):
         """
         raise NotImplementedError  # pragma: no cover
 
+    def losses_from_scores(self, scores: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The losses learning would report for rows of these scores and targets ``y``
+        (+1 / -1), without learning: how a variant that does not learn (a time average) is
+        scored progressively. The passive-aggressive hinge ``max(0, 1 - y score)``; the
+        perceptrons override it with theirs."""
+        return np.maximum(0.0, 1.0 - y * scores)
+
     def learn_rows(self, batch: CSRBatch, y: np.ndarray) -> Steps:
         """Update the model with the rows of a batch already validated for it, in order, and
         their numeric targets: the model of :meth:`learn_row` on each row.

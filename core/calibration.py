@@ -331,6 +331,10 @@ class Calibrated(BinaryClassifier):
     def score_row(self, indices, values) -> float:
         return self.model_.score_row(indices, values)
 
+    def losses_from_scores(self, scores: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The wrapped model's (its steps are the ones learning reports)."""
+        return self.model_.losses_from_scores(scores, y)
+
     def score_batch(self, batch: CSRBatch) -> np.ndarray:
         return self.model_.score_batch(batch)
 

@@ -16,6 +16,7 @@ from core.binary import BinaryClassifier
 from core.calibration import Calibrated
 from core.config import INDEX
 from core.features import CSRBatch, as_row
+from core.labels import check_targets
 from core.reduction import Label, Reduction, check_squared_norms
 
 __all__ = ["OneVsOne"]
@@ -296,6 +297,18 @@ class OneVsOne(Reduction, Estimator):
                 i, j = self.pairs_[p]
                 rows = np.flatnonzero((targets == i) | (targets == j))
                 model.calibrator_.learn_many(scores[rows, p], targets[rows] == i)
+
+    def losses_from_model_scores(self, model_scores: np.ndarray, targets) -> np.ndarray:
+        """Each row's losses summed over the pairs that learn from its class
+        (:meth:`core.reduction.Reduction.losses_from_model_scores`)."""
+        targets = check_targets(targets, model_scores.shape[0], len(self.classes_))
+        losses = np.zeros(len(targets))
+        for c, learners in enumerate(self._pairs_of):
+            rows = np.flatnonzero(targets == c)
+            for p in learners:
+                y = np.full(len(rows), 1.0 if self._first[p] == c else -1.0)
+                losses[rows] += self.models_[p].losses_from_scores(model_scores[rows, p], y)
+        return losses
 
     def _pair_losses(self, targets, scores, nus) -> tuple[np.ndarray, np.ndarray]:
         """Each row's hinge losses summed over the pairs that learned it, in ``learn_one``'s

@@ -11,6 +11,7 @@ from core.base import Estimator, Step, Steps
 from core.binary import BinaryClassifier
 from core.config import INDEX
 from core.features import CSRBatch, as_row
+from core.labels import check_targets
 from core.reduction import Label, Reduction, check_squared_norms
 
 __all__ = ["OneVsRest"]
@@ -107,6 +108,16 @@ class OneVsRest(Reduction, Estimator):
         :meth:`core.one_vs_one.OneVsOne.learn_many` for what is checked before any model
         learns."""
         return super().learn_many(X, y)
+
+    def losses_from_model_scores(self, model_scores: np.ndarray, targets) -> np.ndarray:
+        """Each row's losses summed over every binary model, its class's with +1 and the
+        others' with -1 (:meth:`core.reduction.Reduction.losses_from_model_scores`)."""
+        targets = check_targets(targets, model_scores.shape[0], len(self.classes_))
+        losses = np.zeros(len(targets))
+        for k, model in enumerate(self.models_):
+            y = np.where(targets == k, 1.0, -1.0)
+            losses += model.losses_from_scores(model_scores[:, k], y)
+        return losses
 
     def _learn_targets(self, batch: CSRBatch, targets: np.ndarray) -> Steps:
         check_squared_norms(batch)

@@ -109,6 +109,14 @@ class Reduction:
         """Learn a validated batch of checked class indices (``predicted``: class indices)."""
         raise NotImplementedError  # pragma: no cover
 
+    def losses_from_model_scores(self, model_scores: np.ndarray, targets) -> np.ndarray:
+        """Each row's loss as learning it would report it (the hinge losses of the binary
+        models that learn from its class, summed), from the binary models' scores of
+        :meth:`decide_batch` and class indices, without learning: how a variant that does
+        not learn (a time average) is scored progressively. Learning's own sum may differ
+        in the last bit (its order of summation)."""
+        raise NotImplementedError  # pragma: no cover
+
     def _labelled(self, steps: Steps) -> Steps:
         """``steps`` with ``predicted`` as labels (what ``learn_many`` returns)."""
         if steps.predicted is None:

@@ -105,10 +105,13 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
     "unauthorized": (Unauthorized, "the endpoint needs a bearer key"),
     "forbidden": (Forbidden, "the key is not allowed to do this"),
     "model_not_found": (NotFound, "no model has this name"),
+    "member_not_found": (NotFound, "the model has no member (challenger) of this name"),
     "snapshot_not_found": (NotFound, "the model has no snapshot of this version"),
     "not_found": (NotFound, "no such path"),
     "method_not_allowed": (MethodNotAllowed, "the path does not take this method"),
     "model_exists": (Conflict, "a model with this name exists"),
+    "member_exists": (Conflict, "the model has a member (challenger) of this name"),
+    "member_serves": (Conflict, "the member serves: promote another one before removing it"),
     "too_many_models": (Conflict, "the service holds its maximum number of models"),
     "memory_budget_exceeded": (
         Conflict,

@@ -27,6 +27,7 @@ from service.http.routes import (
     feedback,
     health,
     inference,
+    members,
     models,
     predict,
     snapshots,
@@ -204,6 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     routers = (
         health.router,
         models.router,
+        members.router,
         predict.router,
         feedback.router,
         snapshots.router,

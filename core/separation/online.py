@@ -118,6 +118,10 @@ class _Separator(BinaryClassifier):
         self.n_seen_ = 0
         self.n_updates_ = 0
 
+    def losses_from_scores(self, scores: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The perceptron loss ``max(0, -y score)`` (the hinge of eq 2.3), without learning."""
+        return np.maximum(0.0, -y * scores)
+
     def _step(self, score: float, y: float, moved: bool) -> Step:
         """A row's Step: the perceptron loss ``max(0, -y score)`` (the hinge of eq 2.3)."""
         predicted = self.classes_[1] if score > 0 else self.classes_[0]

@@ -1,12 +1,17 @@
 """Snapshot capture: a live model's whole state as one ``get_state``-shaped dict.
 
-Beside the estimator's state, a snapshot state carries under ``"service"`` (arrays and
-scalars named with the prefix ``service.``) what the service keeps about the model: its
-refit window (``service.reservoir.*``), its progressive metrics (``service.progressive.*``)
-and its counters and identity (``service.model.*``: creation time, incarnation, examples
-learned, aggressive updates, predictions, refits) and the answers of its keyed requests
-(``service.answers.table``, ``service.durability.idempotency``). A restart, a crash (snapshot + log
-replay) or a replica loading a published version so continues the model's story.
+The estimator's state is the serving member's (``service.model.member``). Beside it, a
+snapshot state carries under ``"service"`` (arrays and scalars named with the prefix
+``service.``) what the service keeps about the model: the serving member's refit window
+(``service.reservoir.*``), progressive metrics (``service.progressive.*``, and its time
+average's ``service.averaged.*``) and counters, the model's identity (``service.model.*``:
+creation time, incarnation, examples learned, aggressive updates, predictions, refits),
+the answers of its keyed requests (``service.answers.table``,
+``service.durability.idempotency``), the group of members (``service.group.state``: who
+serves, the policies, comparisons, drift detector and pause, as JSON) and each challenger's
+whole state as a nested snapshot blob (``service.members.<name>``). A restart, a crash
+(snapshot + log replay) or a replica loading a published version so continues the model's
+story.
 
 The arrays are copied into buffers kept from one capture to the next: a fresh allocation
 of a large model costs its page faults on every copy, a reused buffer does not.
@@ -24,9 +29,16 @@ from service.durability.record import Marks
 
 RESERVOIR = "service.reservoir."
 PROGRESSIVE = "service.progressive."
+#: the progressive metrics of a member's time-averaged variant
+AVERAGED = "service.averaged."
 MODEL = "service.model."
 ANSWERS = "service.answers."
+#: a model's group of members (``service.model.group``): ``state``, its own state as JSON
+GROUP = "service.group."
+#: the challengers: ``service.members.<name>``, each one's whole state as a snapshot blob
+MEMBERS = "service.members."
 SERVICE = "service."
+PREFIXES = (RESERVOIR, PROGRESSIVE, AVERAGED, MODEL, ANSWERS, GROUP, MEMBERS)
 
 
 class Capture(NamedTuple):
@@ -104,7 +116,7 @@ def split_service(state: dict) -> tuple[dict, dict]:
         for name in [n for n in own[key] if n.startswith(SERVICE)]:
             entries[name] = own[key].pop(name)
         for name, value in entries.items():
-            for prefix in (RESERVOIR, PROGRESSIVE, MODEL, ANSWERS):
+            for prefix in PREFIXES:
                 if name.startswith(prefix):
                     part = found.setdefault(prefix, {"arrays": {}, "scalars": {}})
                     part[key][name[len(prefix) :]] = value

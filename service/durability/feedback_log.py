@@ -165,6 +165,16 @@ class FeedbackLog(Protocol):
     def close(self) -> None: ...
 
 
+def after(position: Position, reference: Position) -> bool:
+    """Whether log ``position`` comes after ``reference`` (None: before everything): file
+    log record numbers, or Redis stream ids compared as (milliseconds, sequence)."""
+    if reference is None:
+        return True
+    if isinstance(position, str):
+        return tuple(map(int, position.split("-"))) > tuple(map(int, reference.split("-")))
+    return position > reference
+
+
 def position_time(position: Position) -> float | None:
     """Append time of a Redis position (the stream id's milliseconds); None for the file log."""
     if isinstance(position, str):

@@ -84,6 +84,11 @@ class Journal:
         """Whether an append's outcome is unknown (its record may be in the log)."""
         return self._uncertain
 
+    def doubt(self) -> None:
+        """The log may hold records after the model's position that it has not learned: it
+        reads them before its next append."""
+        self._uncertain = True
+
     def settled(self) -> None:
         """The model learned what the log holds after its position: no outcome is unknown."""
         self._uncertain = False

@@ -53,6 +53,9 @@ class DurabilityRecord:
         self._publication: Any = None
         self._unpublished_from: Position = None
         self._published_version: int | None = None
+        #: records logged while learning is paused, and the position of the last of them
+        self._backlog = 0
+        self._backlog_end: Position = None
         self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
@@ -90,6 +93,17 @@ class DurabilityRecord:
         return self._published_version
 
     @property
+    def backlog(self) -> int:
+        """Records logged while learning was paused, not learned (nor discarded) yet."""
+        return self._backlog
+
+    @property
+    def read_position(self) -> Position:
+        """Where reading the log goes on: after the backlog while there is one, else after
+        the last record learned."""
+        return self._backlog_end if self._backlog else self._log_position
+
+    @property
     def unsaved(self) -> bool:
         """Whether the model changed since its last snapshot."""
         return self._version != self._last_snapshot_version
@@ -114,6 +128,28 @@ class DurabilityRecord:
             self._log_position = last
             self._records += records
             self._log_bytes += nbytes
+
+    def backlogged(self, last: Position, records: int) -> None:
+        """``records`` more records, the last at ``last``, are logged while learning is
+        paused (not learned: the log position stays before them)."""
+        with self._lock:
+            self._backlog += records
+            self._backlog_end = last
+
+    def caught_up(self) -> None:
+        """The backlog is learned (each record accounted by ``learned``) or discarded."""
+        with self._lock:
+            self._backlog, self._backlog_end = 0, None
+
+    def discard_backlog(self) -> None:
+        """Skip the backlog: the model now includes the log up to its last record, without
+        having learned it (written by the next snapshot, which trims it from the log)."""
+        with self._lock:
+            if self._backlog:
+                if self._unpublished_from is None:
+                    self._unpublished_from = self._backlog_end
+                self._log_position = self._backlog_end
+            self._backlog, self._backlog_end = 0, None
 
     # -- snapshots and publications ------------------------------------------------------
     def capture(self) -> Marks:
@@ -149,6 +185,7 @@ class DurabilityRecord:
             self._last_snapshot_at = header["created_at"]
             self._log_position = header.get("log_position")
             self._records = self._log_bytes = 0
+            self._backlog, self._backlog_end = 0, None
 
     def loaded(self, version: int, position: Position) -> None:
         """An api replica serves a published version (and the log up to ``position``)."""

@@ -25,7 +25,16 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from service.durability.capture import ANSWERS, MODEL, PROGRESSIVE, RESERVOIR, SERVICE
+from service.durability.capture import (
+    ANSWERS,
+    AVERAGED,
+    GROUP,
+    MEMBERS,
+    MODEL,
+    PROGRESSIVE,
+    RESERVOIR,
+    SERVICE,
+)
 from service.durability.constraints import (
     COUNT,
     INT64_MAX,
@@ -47,7 +56,7 @@ from service.durability.constraints import (
 )
 from service.exceptions import CODES
 from service.model.kinds import KINDS
-from service.model.params import AnyOf, Constraint, Integer, Options, Real
+from service.model.params import AnyOf, Boolean, Constraint, Integer, Options, Real
 from service.model.spec import NAME_PATTERN, CreateModel, spec_from_json
 
 #: the largest header read (safetensors' own limit)
@@ -239,11 +248,17 @@ SERVICE_SCALARS: dict[str, Constraint] = {
     MODEL + "predictions": COUNT,
     MODEL + "refits": COUNT,
     MODEL + "examples_since_refit": COUNT,
-    PROGRESSIVE + "n": COUNT,
-    PROGRESSIVE + "filled": COUNT,
-    PROGRESSIVE + "correct": COUNT,
-    PROGRESSIVE + "loss_sum": Sum(),
-    PROGRESSIVE + "squared_sum": Sum(),
+    **{
+        prefix + name: constraint
+        for prefix in (PROGRESSIVE, AVERAGED)
+        for name, constraint in (
+            ("n", COUNT),
+            ("filled", COUNT),
+            ("correct", COUNT),
+            ("loss_sum", Sum()),
+            ("squared_sum", Sum()),
+        )
+    },
     RESERVOIR + "n_seen": COUNT,
     # numpy's state of the window's generator (``np.random.default_rng``)
     RESERVOIR + "rng": Fields(
@@ -260,6 +275,9 @@ SERVICE_SCALARS: dict[str, Constraint] = {
 SERVICE_ARRAYS: dict[str, Array] = {
     # rows of the recent window: hit (0 or 1), loss, squared error (as ``Sum``'s terms)
     PROGRESSIVE + "recent_": Array("<f8", 2, rows=3, inf=True),
+    AVERAGED + "recent_": Array("<f8", 2, rows=3, inf=True),
+    # the group of members (``service.model.group``): UTF-8 JSON (``GROUP_STATE``)
+    GROUP + "state": Array("|u1", 1),
     # UTF-8 JSON lines, one per answer (``ANSWER``)
     ANSWERS + "table": Array("|u1", 1),
     # the refit window (``core.mofm.reservoir``): CSR rows by slot, arrival (-1: empty)
@@ -297,6 +315,71 @@ def _progressive(scalars: dict, arrays: dict, spec: CreateModel) -> None:
         raise SchemaError(f"{PROGRESSIVE}correct ({scalars['correct']}) exceeds n ({n})")
     if not np.isin(recent[0], (0.0, 1.0)).all():
         raise SchemaError(f"{PROGRESSIVE}recent_'s first row holds hits: 0 or 1")
+
+
+#: a core state written as JSON by the group (``service.model.group``): scalars, and arrays
+#: as their dtype, shape and values
+CORE_STATE = Fields({"scalars": OBJECT, "arrays": OBJECT})
+#: the group's own state (``service.model.group.Group.get_state``)
+GROUP_STATE = Fields(
+    {
+        "serving": NAME,
+        "variant": Options(("live", "averaged")),
+        "members": OBJECT,
+        "policy": Fields(
+            {
+                "promotion": Fields(
+                    {
+                        "auto": Boolean(),
+                        "confidence": Real(0.5, 1.0, low_open=True, high_open=True),
+                        "min_examples": Integer(1, INT64_MAX),
+                    }
+                ),
+                "serve": Options(("fixed", "best")),
+                "drift": Fields(
+                    {
+                        "detector": AnyOf((None, Options(("adwin", "page_hinkley")))),
+                        "params": OBJECT,
+                        "on_drift": Options(("none", "challenger")),
+                    }
+                ),
+            }
+        ),
+        "comparisons": OBJECT,
+        "detector": AnyOf((None, CORE_STATE)),
+        "detections": COUNT,
+        "last_detection": AnyOf((None, COUNT)),
+        "promotions": COUNT,
+        "examples": COUNT,
+        "paused": Boolean(),
+    }
+)
+
+
+def _group(scalars: dict, arrays: dict, spec: CreateModel) -> None:
+    """The group's state is ``GROUP_STATE``: its members' specs are create requests of the
+    model's input and classes, the serving member among them, each comparison and the
+    detector a core state."""
+    name = f"{GROUP}state"
+    try:
+        text = arrays["state"].tobytes().decode()
+    except UnicodeDecodeError:
+        raise SchemaError(f"{name} is not UTF-8") from None
+    group = GROUP_STATE.check(name, parse_json(text, name))
+    members = {}
+    for member, member_spec in group["members"].items():
+        check(NAME, f"{name}.members key", member)
+        members[member] = Spec(snapshot=True).check(f"{name}.members.{member}", member_spec)
+    if group["serving"] not in members:
+        raise SchemaError(f"{name}.serving {group['serving']!r} is not among its members")
+    for member, member_spec in members.items():
+        if (member_spec.input, member_spec.classes) != (spec.input, spec.classes):
+            raise SchemaError(f"{name}.members.{member}: another input or classes")
+    for key, saved in group["comparisons"].items():
+        member, _, variant = key.rpartition("/")
+        if member not in members or variant not in ("live", "averaged"):
+            raise SchemaError(f"{name}.comparisons: {key!r} names no member's variant")
+        CORE_STATE.check(f"{name}.comparisons.{key}", saved)
 
 
 def _answers(scalars: dict, arrays: dict, spec: CreateModel) -> None:
@@ -348,12 +431,48 @@ def _reservoir(scalars: dict, arrays: dict, spec: CreateModel) -> None:
 PARTS = {
     MODEL: ((), None),
     PROGRESSIVE: (("recent_", "n", "correct", "loss_sum", "squared_sum"), _progressive),
+    AVERAGED: (("recent_", "n", "correct", "loss_sum", "squared_sum"), _progressive),
+    GROUP: (("state",), _group),
     ANSWERS: (("table",), _answers),
     RESERVOIR: (
         ("indptr", "indices", "values", "arrival", "targets", "n_seen", "rng"),
         _reservoir,
     ),
 }
+
+
+#: a challenger's snapshot blob (``service.members.<name>``)
+MEMBER_BLOB = Array("|u1", 1)
+
+
+def _check_members(arrays: dict, members: dict, spec: CreateModel) -> None:
+    """Each challenger's blob is a snapshot (its whole state, checked as any snapshot is) of
+    the spec the group names for it; the group names no challenger without a blob."""
+    if not members and GROUP + "state" not in arrays:
+        return
+    from service.durability.store import SnapshotError, decode  # (store reads through this)
+
+    named = json_group(arrays.get(GROUP + "state"))
+    expected = {m for m in named["members"] if m != named["serving"]} if named else set()
+    if set(members) != expected:
+        raise SchemaError(
+            f"{MEMBERS}*: the blobs {sorted(members)} are not the group's challengers "
+            f"{sorted(expected)}"
+        )
+    for member, blob in members.items():
+        try:
+            header, _ = decode(blob)
+        except SnapshotError as error:
+            raise SchemaError(f"{MEMBERS}{member}: {error}") from None
+        if spec_from_json(header["spec"]) != spec_from_json(named["members"][member]):
+            raise SchemaError(f"{MEMBERS}{member}: not the spec the group names")
+
+
+def json_group(array) -> dict | None:
+    """The group state of a snapshot's ``service.group.state`` (None: none), parsed."""
+    if array is None:
+        return None
+    return parse_json(np.asarray(array).tobytes().decode(), f"{GROUP}state")
 
 
 def check_state(state: dict, spec: CreateModel) -> None:
@@ -373,10 +492,17 @@ def check_state(state: dict, spec: CreateModel) -> None:
         if name not in SERVICE_SCALARS:
             raise SchemaError(f"unknown service scalar {name!r}")
         check(SERVICE_SCALARS[name], name, value)
+    members = {}
     for name, array in arrays.items():
+        if name.startswith(MEMBERS):  # a challenger's whole state: a snapshot blob
+            check(NAME, f"{name} (a member's name)", name[len(MEMBERS) :])
+            MEMBER_BLOB.check(name, array)
+            members[name[len(MEMBERS) :]] = array
+            continue
         if name not in SERVICE_ARRAYS:
             raise SchemaError(f"unknown service array {name!r}")
         SERVICE_ARRAYS[name].check(name, array)
+    _check_members(arrays, members, spec)
     for prefix, (required, relation) in PARTS.items():
         part_scalars = {k[len(prefix) :]: v for k, v in scalars.items() if k.startswith(prefix)}
         part_arrays = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}

@@ -13,6 +13,7 @@ is bounded: a deeply nested body is ``malformed_json``, never a RecursionError.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,7 +36,7 @@ from service.http.errors import ECHO_CHARS, bounded, shown
 from service.http.schemas import Example, FeedbackRequest, Instance, PredictRequest
 from service.model.cache import PredictionCache
 from service.model.live import LiveModel
-from service.model.spec import CreateModel
+from service.model.spec import NAME_PATTERN, CreateModel
 
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
 SVMLIGHT_TYPES = {"text/x-svmlight", "application/x-svmlight", "text/plain"}
@@ -45,6 +46,7 @@ _PREDICT = TypeAdapter(PredictRequest)
 _FEEDBACK = TypeAdapter(FeedbackRequest)
 _EXAMPLE = TypeAdapter(Example)
 _VARIANT = TypeAdapter(Literal["live", "averaged"])
+_MEMBER = re.compile(NAME_PATTERN.strip("^$"))
 
 
 def media_type(content_type: str | None) -> str:
@@ -83,17 +85,30 @@ def json_document(body: bytes):
         raise InvalidRequest("malformed_json", message) from None
 
 
-def variant(value: str | None) -> str:
-    """The ``?variant=`` of a predict request ("live" when absent)."""
-    if value is None:
-        return "live"
-    if value == "live" or value == "averaged":  # (the valid ones without pydantic)
+def variant(value: str | None) -> str | None:
+    """The ``?variant=`` of a predict request (None when absent: the one that serves)."""
+    if value is None or value == "live" or value == "averaged":  # (without pydantic)
         return value
     try:
         return _VARIANT.validate_python(value)
     except ValidationError as error:
         errors = [{**e, "loc": ("query", "variant")} for e in error.errors(include_url=False)]
         raise RequestValidationError(errors) from None
+
+
+def member(value: str | None) -> str | None:
+    """The ``?member=`` of a predict request (None when absent: the champion)."""
+    if value is None or _MEMBER.fullmatch(value):
+        return value
+    raise RequestValidationError(
+        [
+            {
+                "loc": ("query", "member"),
+                "msg": "a member's name: 1 to 64 letters, digits, '_', '.', '-'",
+                "type": "string_pattern_mismatch",
+            }
+        ]
+    )
 
 
 def create_request(content_type: str | None, body: bytes) -> CreateModel:

@@ -124,9 +124,14 @@ class FastPath:
         try:
             if action == "predict":
                 check_read(components.settings, authorization)
-                variant = query_value(scope["query_string"], "variant")
+                query = scope["query_string"]
                 answer = await predict.serve(
-                    components, name, variant, headers, lambda: read_body(receive)
+                    components,
+                    name,
+                    query_value(query, "variant"),
+                    headers,
+                    lambda: read_body(receive),
+                    query_value(query, "member"),
                 )
             else:
                 check_write(components.settings, authorization)

@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from service.model.spec import Strict, exactly_one_form, no_nulls
+from service.model.spec import PromotionSpec, Strict, exactly_one_form, no_nulls
 
 #: a JSON number (an integer or a float, never a string or a boolean), finite
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -82,6 +82,7 @@ class Prediction(BaseModel):
 class PredictResponse(BaseModel):
     model: str
     version: int
+    member: str = Field(..., description="the member that scored (the champion by default)")
     variant: Literal["live", "averaged"]
     predictions: list[Prediction]
 
@@ -155,6 +156,62 @@ class ProgressiveMetrics(BaseModel):
     recent_rmse: float | None
 
 
+class Comparison(BaseModel):
+    """A member's variant against what serves, on the same examples (progressive errors,
+    paired): the mean difference of the errors (negative: fewer errors than what serves)
+    with its anytime-valid confidence interval (a confidence sequence: safe to look at after
+    every example), and the verdict at that confidence."""
+
+    against: dict[str, str] = Field(..., description="the serving member and variant")
+    error: Literal["zero_one", "squared"] = Field(
+        ..., description="what is compared: the 0/1 error (classification), else the squared"
+    )
+    examples: int = Field(..., description="paired examples since what serves last changed")
+    mean_difference: float | None
+    interval: list[float] | None = Field(
+        None, description="[low, high] of the mean difference (null until it is defined)"
+    )
+    confidence: float
+    verdict: Literal["better", "worse", "undecided"]
+
+
+class VariantInfo(BaseModel):
+    metrics: ProgressiveMetrics
+    comparison: Comparison | None = Field(
+        None, description="Against what serves (null: this variant serves)."
+    )
+
+
+class DriftInfo(BaseModel):
+    detector: Literal["adwin", "page_hinkley"]
+    detections: int = Field(..., description="degradations detected (the error rising)")
+    last_detected_at_example: int | None
+    on_drift: Literal["none", "challenger"]
+
+
+class LearningInfo(BaseModel):
+    paused: bool
+    backlog: int = Field(..., description="feedback logged while paused, not learned yet")
+
+
+class ChallengerInfo(BaseModel):
+    """A challenger: a member that learns the model's feedback beside its champion."""
+
+    name: str
+    kind: str
+    params: dict[str, Any]
+    averaging: dict[str, int | str] | None
+    calibration: Literal["platt", "none"] | None
+    examples_learned: int
+    metrics: ProgressiveMetrics = Field(..., description="its live variant's")
+    comparison: Comparison | None = Field(None, description="its live variant's")
+    variants: dict[str, VariantInfo]
+
+
+class ChallengerList(BaseModel):
+    challengers: list[ChallengerInfo]
+
+
 class ModelInfo(BaseModel):
     name: str
     kind: str
@@ -179,6 +236,19 @@ class ModelInfo(BaseModel):
         description="Kind-specific state: the ellipsoid perceptron's margin estimate and "
         "'unseparable' flag; mofm's reservoir and refits.",
     )
+    member: str = Field(..., description="the member that serves (the model's first: original)")
+    variant: Literal["live", "averaged"] = Field(
+        ..., description="the variant predict serves when the request names none"
+    )
+    variants: dict[str, VariantInfo] = Field(
+        ..., description="the serving member's variants side by side (progressive metrics)"
+    )
+    challengers: list[str]
+    promotion: PromotionSpec
+    serve: Literal["fixed", "best"]
+    promotions: int
+    drift: DriftInfo | None
+    learning: LearningInfo
 
 
 class ModelList(BaseModel):

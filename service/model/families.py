@@ -121,6 +121,12 @@ class Family:
         """Learn a validated batch in order (``window``: the refit reservoir or None)."""
         raise NotImplementedError  # pragma: no cover
 
+    def evaluate(self, scorer: Estimator, batch: CSRBatch, targets) -> Learned:
+        """What learning a validated batch would report for each example (prediction, loss,
+        correct), from ``scorer`` without learning: how a variant that does not learn (a
+        time average, of the families that have one) is validated progressively."""
+        raise NotImplementedError  # pragma: no cover
+
     def status(self, estimator: Estimator) -> dict[str, Any] | None:
         """Kind-specific state of the live estimator (the separation learners' own)."""
         status = getattr(estimator, "status", None)
@@ -163,6 +169,13 @@ class Binary(Family):
             return Learned([label], [float(step.loss)], [bool(step.aggressive)], [label == target])
         steps = estimator.learn_batch(batch, targets)  # predicted: class indices
         return Learned(steps.predicted, steps.losses, steps.aggressive, steps.predicted == targets)
+
+    def evaluate(self, scorer, batch, targets):
+        with np.errstate(over="ignore", invalid="ignore"):  # (refused by learning as well)
+            scores = scorer.score_batch(batch)
+        predicted = (scores > 0).astype(np.int64)
+        losses = scorer.losses_from_scores(scores, np.where(targets == 1, 1.0, -1.0))
+        return Learned(predicted, losses, None, predicted == targets)
 
 
 class Regression(Family):
@@ -254,6 +267,12 @@ class Reduction(Family):
             )
         steps = estimator.learn_batch(batch, targets, **self.options)
         return Learned(steps.predicted, steps.losses, steps.aggressive, steps.predicted == targets)
+
+    def evaluate(self, scorer, batch, targets):
+        with np.errstate(over="ignore", invalid="ignore"):  # (refused by learning as well)
+            winners, _, model_scores = scorer.decide_batch(batch)
+            losses = scorer.losses_from_model_scores(model_scores, targets)
+        return Learned(winners, losses, None, winners == targets)
 
 
 class MultiOutput(Family):

@@ -451,6 +451,11 @@ def plan(spec, limits: Limits) -> Plan:
     )
 
 
+def task_of(plan: Plan) -> str:
+    """What a plan's model learns: classification, regression or ordinal."""
+    return {"regression": "regression", "ordinal": "ordinal"}.get(plan.family, "classification")
+
+
 def held_bytes(floats: int, params: dict) -> int:
     """What a model of ``floats`` learned floats holds in memory: its arrays (float32 when
     its params say so) and the buffers every snapshot is captured into (the same size,

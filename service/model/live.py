@@ -1,4 +1,5 @@
-"""A live model: a named model's learning members (``service.model.member``), its
+"""A live model: a named model's learning members (``service.model.member``, grouped in
+``service.model.group``: the champion that serves, the challengers beside it), its
 durability record (``service.durability.record``), its log (``service.durability.journal``),
 the answers of its keyed requests, its lifecycle and its lock.
 
@@ -14,6 +15,12 @@ replay. An append whose outcome is unknown (a lost Redis reply) leaves the log
 ``uncertain``: before the next append, the model learns what the log holds after its
 position, and a keyed request whose record was among those is answered from it, not
 appended again.
+
+Learning paused: feedback is logged and acknowledged (``logged``), not learned; the
+records after the model's log position are its backlog, learned in order when learning
+resumes, or skipped (``discard``). Changes outside the log (a refit, a restore, a
+challenger added or removed, a promotion, new policies, a pause) are saved as a snapshot
+before anyone sees them, so that recovery never replays later feedback onto the wrong base.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,15 +38,24 @@ from core.base import Estimator
 from core.features import CSRBatch, Row, batch_from_rows, first_overflowing_row, squared_norm
 from service.durability import capture
 from service.durability.capture import Capture
-from service.durability.feedback_log import FeedbackLog, LogCorrupt, LogUnavailable, decode_keyed
+from service.durability.feedback_log import (
+    FeedbackLog,
+    LogCorrupt,
+    LogUnavailable,
+    after,
+    decode_keyed,
+)
 from service.durability.idempotency import Answer, Answers, Key
 from service.durability.journal import Feedback, Journal
 from service.durability.record import DurabilityRecord, Position
-from service.exceptions import InvalidRequest, ServiceError
+from service.durability.store import decode, encode
+from service.exceptions import InvalidRequest, NotFound, ServiceError
 from service.model import outcome
+from service.model.group import DRIFT, Group, Policy, dumps, loads
 from service.model.lifecycle import Lifecycle
 from service.model.locks import RWLock
-from service.model.member import CHAMPION, Member
+from service.model.member import ORIGINAL, Member
+from service.model.spec import spec_from_json, spec_to_json
 from service.scale.deltas import RowChanges
 
 log = logging.getLogger("lorentztron")
@@ -50,6 +66,22 @@ INLINE_WORK = 1 << 20
 #: what describes a model for an answer (``service.http.views.model_info``), called with
 #: the model's lock held
 View = Callable[["LiveModel"], dict]
+#: a change outside the log (``LiveModel.change``): applied, it returns what undoes it
+Change = Callable[[], Callable[[], None]]
+
+
+class Footprint(NamedTuple):
+    """What a model holds against the limits: its members (each counts as a model, the
+    drift challenger a policy may start included) and their bytes (``Plan.nbytes``)."""
+
+    models: int
+    nbytes: int
+
+
+def serving_member(state: dict) -> str:
+    """The name of the member whose estimator a snapshot state holds (``_capture``)."""
+    group = capture.split_service(state)[1].get(capture.GROUP)
+    return ORIGINAL if group is None else loads(group["arrays"]["state"])["serving"]
 
 
 def check_norms(batch: CSRBatch) -> None:
@@ -65,10 +97,12 @@ def check_norms(batch: CSRBatch) -> None:
 
 
 class LiveModel:
-    """One named model (module docstring). ``spec`` is its create request and ``plan`` the
-    catalogue's reading of it (``service.model.kinds``). ``log``: the feedback log its
-    records go to (None: no log); ``learns``: False on a process that only logs (api
-    replicas, the learners' own endpoint: the learner's consumer learns the log)."""
+    """One named model (module docstring). ``spec`` is the create request of its serving
+    member (``member``; the model's first is ``original``) and ``plan`` the catalogue's
+    reading of it (``service.model.kinds``); ``planner`` plans the other members' specs
+    read from a snapshot. ``log``: the feedback log its records go to (None: no log);
+    ``learns``: False on a process that only logs (api replicas, the learners' own
+    endpoint: the learner's consumer learns the log)."""
 
     def __init__(
         self,
@@ -77,14 +111,20 @@ class LiveModel:
         plan,
         metrics_window: int,
         *,
+        policy: Policy | None = None,
+        planner: Callable | None = None,
+        member: str = ORIGINAL,
         record: DurabilityRecord | None = None,
         answers: Answers | None = None,
         log: FeedbackLog | None = None,
         learns: bool = True,
     ):
         self.name = name
-        self.spec = spec
-        self.plan = plan
+        self._metrics_window = metrics_window
+        self._planner = planner
+        self.group = Group(
+            Member(spec, plan, metrics_window, member), policy or Policy(), self._fresh
+        )
         self.created_at = time.time()
         self.lifecycle = Lifecycle(name)
         self.lock = RWLock()
@@ -96,7 +136,6 @@ class LiveModel:
         self.full_lock = threading.Lock()
         self._buffers: dict[str, np.ndarray] = {}
         self.record = record or DurabilityRecord()
-        self.champion = Member(plan, metrics_window, CHAMPION)
         #: the answers of keyed requests (``service.durability.idempotency``)
         self.answers = answers or Answers(ttl=86400.0, max_bytes=32 << 20)
         self.journal = Journal(log, name, self.record.incarnation) if log is not None else None
@@ -104,7 +143,30 @@ class LiveModel:
         #: the feature rows learned since the last publication (None: not tracked)
         self._changes: RowChanges | None = None
 
+    def _fresh(self, member: Member, name: str) -> Member:
+        """A fresh member of ``member``'s spec (a drift challenger)."""
+        return Member(member.spec, member.plan, self._metrics_window, name)
+
+    def new_member(self, spec, plan, name: str) -> Member:
+        """A new member ``name`` of a checked spec and its plan (a challenger)."""
+        return Member(spec, plan, self._metrics_window, name)
+
     # -- reading -------------------------------------------------------------------------
+    @property
+    def champion(self) -> Member:
+        """The member that serves."""
+        return self.group.champion
+
+    @property
+    def spec(self):
+        """The serving member's create request (the model's input, classes and task are
+        every member's)."""
+        return self.group.champion.spec
+
+    @property
+    def plan(self):
+        return self.group.champion.plan
+
     @property
     def version(self) -> int:
         return self.record.version
@@ -145,29 +207,49 @@ class LiveModel:
         return self.family.target(label, where)
 
     def predict(
-        self, rows: list[Row], variant: str, blocking: bool = True
-    ) -> tuple[int, list, list, list] | None:
-        """The model version, and the labels, scores and probabilities of validated rows.
-        With ``blocking`` false, None (and nothing done) if a learner holds the model or
-        waits for it: the event loop predicts only what it need not wait for."""
-        return self._predict(batch_from_rows(rows), variant, blocking)
+        self,
+        rows: list[Row],
+        variant: str | None = None,
+        blocking: bool = True,
+        member: str | None = None,
+    ) -> tuple[int, str, str, list, list, list] | None:
+        """The model version, the member and variant that scored, and the labels, scores and
+        probabilities of validated rows, from ``member`` (None: the champion; a challenger
+        scores in the shadow) and its ``variant`` (None: the one that serves, the live one
+        of a challenger). With ``blocking`` false, None (and nothing done) if a learner
+        holds the model or waits for it: the event loop predicts only what it need not wait
+        for."""
+        return self._predict(batch_from_rows(rows), variant, blocking, member)
 
-    def predict_batch(self, batch: CSRBatch, variant: str) -> tuple[list, list, list]:
+    def predict_batch(
+        self, batch: CSRBatch, variant: str | None = None, member: str | None = None
+    ) -> tuple[list, list, list]:
         """The labels, scores and probabilities of a validated batch."""
-        return self._predict(batch, variant)[1:]
+        return self._predict(batch, variant, True, member)[3:]
 
-    def _predict(
-        self, batch: CSRBatch, variant: str, blocking: bool = True
-    ) -> tuple[int, list, list, list] | None:
+    def _predict(self, batch: CSRBatch, variant, blocking: bool = True, member=None):
         check_norms(batch)
         if not self.lock.acquire_read(blocking):
             return None
         try:
             version = self.record.version
-            labels, scores, probabilities = self.champion.predict(batch, variant)
+            scorer = self.group.member(member)
+            if scorer is None:
+                raise NotFound("member_not_found", f"model {self.name!r} has no member {member!r}")
+            if variant is None:
+                variant = self.group.variant if scorer is self.champion else "live"
+            labels, scores, probabilities = scorer.predict(batch, variant)
         finally:
             self.lock.release_read()
-        return version, labels, scores, probabilities
+        return version, scorer.name, variant, labels, scores, probabilities
+
+    def footprint(self) -> Footprint:
+        """What the model holds against the limits (``Footprint``)."""
+        members = self.group.members()
+        models, nbytes = len(members), sum(m.plan.nbytes for m in members)
+        if self.group.policy.drift.on_drift == "challenger" and DRIFT not in self.group.names():
+            models, nbytes = models + 1, nbytes + self.champion.plan.nbytes  # (reserved)
+        return Footprint(models, nbytes)
 
     def memory(self) -> int:
         """The bytes the model's arrays and its snapshot capture buffers hold now (what
@@ -252,6 +334,8 @@ class LiveModel:
                     outcomes[k] = error
                 return outcomes, None
             ready = [k for k in ready if not self._answered(items[k], outcomes, k)]
+        if self.group.paused and journal is not None:
+            return self._log_paused(items, ready, outcomes, blocking)
         positions: list = [None] * len(ready)
         if journal is not None and ready:
             try:
@@ -274,6 +358,25 @@ class LiveModel:
                 outcomes[k] = error
             self._keep(item, outcomes[k], time.time(), position)
         return outcomes, positions[-1] if positions else None
+
+    def _log_paused(self, items: list[Feedback], ready: list[int], outcomes: list, blocking):
+        """Learning paused: the items are logged and acknowledged (``logged``), their
+        records added to the backlog (writer lock held); as ``_learn_ready``."""
+        if not ready:
+            return outcomes, None
+        try:
+            positions = self.journal.append([items[k] for k in ready], blocking)
+        except ServiceError as error:
+            for k in ready:
+                outcomes[k] = error
+            return outcomes, None
+        if positions is None:
+            return None
+        self.record.backlogged(positions[-1], len(positions))
+        for k, position in zip(ready, positions, strict=True):
+            outcomes[k] = outcome.logged(self.name, self.record.version, items[k].batch.n_rows)
+            self._keep(items[k], outcomes[k], time.time(), position)
+        return outcomes, positions[-1]
 
     def _answered(self, item: Feedback, outcomes: list, k: int) -> bool:
         """Whether a keyed item's record is learned already: its key got an answer from the
@@ -336,8 +439,10 @@ class LiveModel:
         return answer
 
     def _keep(self, item: Feedback, result, at: float, position: Position) -> None:
-        """Keep a keyed item's answer, or its refusal if it was applied (writer lock held)."""
-        if item.key is None:
+        """Keep a keyed item's answer, or its refusal if it was applied (writer lock held);
+        never over the answer its key got first (a record logged while learning was paused
+        and learned since)."""
+        if item.key is None or self.answers.get(item.key) is not None:
             return
         if isinstance(result, dict):
             self.answers.record(item.key, at, body=result, position=position)
@@ -361,8 +466,9 @@ class LiveModel:
 
     def _catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may
-        have landed), so that the live model stays equal to snapshot + log."""
-        for position, record in self.journal.records_after(self.record.log_position):
+        have landed; the backlog of paused learning), so that the live model stays equal to
+        snapshot + log."""
+        for position, record in self.journal.records_after(self.record.read_position):
             self._replay_one(position, record)
         self.journal.settled()
 
@@ -373,6 +479,8 @@ class LiveModel:
         count = 0
         with self.lock.write():
             for position, record in records:
+                if not after(position, self.record.read_position):
+                    continue  # learned already (learning resumed meanwhile, say)
                 self._replay_one(position, record)
                 count += 1
         return count
@@ -385,6 +493,11 @@ class LiveModel:
         item = Feedback(batch, targets)
         if key is not None:
             item = Feedback(batch, targets, key.with_results, Key(key.key, key.fingerprint))
+        if self.group.paused:  # logged while paused: in the backlog, answered as logged
+            logged = outcome.logged(self.name, self.record.version, batch.n_rows)
+            self._keep(item, logged, at, None)
+            self.record.backlogged(position, 1)
+            return
         try:
             result = self._learn(item)
         except ServiceError as error:  # refused live too (e.g. a float64 overflow)
@@ -401,15 +514,17 @@ class LiveModel:
         batch = item.batch
         if self._changes is not None:  # (before: a refused row may follow learned ones)
             self._changes.mark(batch.indices)
+        member = self.champion  # (the one that answers, even if the batch promotes another)
         try:
-            learned, n_aggressive = self.champion.learn(batch, item.targets)
+            learned, n_aggressive, _ = self.group.learn(batch, item.targets)
         except ValueError as error:
             self.record.advance()
             raise InvalidRequest(
                 "unlearnable_example", f"the model refused an example: {error}", applied=True
             ) from None
         version = self.record.advance() if batch.n_rows else self.record.version
-        member = self.champion
+        if self.champion is not member:  # promoted: every array served is another one
+            self.mark_all_changed()
         return outcome.learned(
             self.name, version, batch.n_rows, n_aggressive, learned, member.label, item.with_results
         )
@@ -446,7 +561,7 @@ class LiveModel:
             current, X, y, mark = member.refit_input()
         if X.shape[0] == 0:
             return False
-        batch = self.plan.family == "batch"
+        batch = member.plan.family == "batch"
         try:
             if batch:
                 new = current.clone()
@@ -469,7 +584,7 @@ class LiveModel:
                 return False
             if X_new.shape[0] and not batch:  # a batch model takes them at its next fit
                 new.learn_many(X_new, y_new)
-            self._commit(new, save, refit=True)
+            self._commit(lambda: self._swap(member, new, refit=True), save)
         return True
 
     def restore(
@@ -480,34 +595,70 @@ class LiveModel:
         ValueError if the state does not fit this model. The counters, metrics and refit
         window go on: they tell the model's story, which the restore is part of. Returns the
         model's ``view`` (kept as ``key``'s answer when given)."""
-        new = self.champion.estimator.clone()
+        member = self.champion
+        new = member.estimator.clone()
         new.set_state(capture.split_service(state)[0])
         with self.lock.write():
-            return self._commit(new, save, view=view, key=key)
+            if self.champion is not member:  # promoted meanwhile: the state is not its
+                raise ValueError("the champion changed while the snapshot was read")
+            return self._commit(lambda: self._swap(member, new), save, view, key)
+
+    def _swap(self, member: Member, new: Estimator, refit: bool = False):
+        undo = member.swap(new, refit)
+        return lambda: member.undo(undo)
+
+    def change(
+        self, change: Change, save: Callable[[Capture], Any], view: View, key: Key | None = None
+    ) -> dict:
+        """A change outside the log (of the group: a challenger, a promotion, policies, a
+        pause; ``change()`` applies it and returns what undoes it), as the next version,
+        saved before anyone sees it; the model's ``view`` once saved (kept for ``key``)."""
+        with self.lock.write():
+            return self._commit(change, save, view, key)
 
     def _commit(
         self,
-        new: Estimator,
+        change: Change,
         save: Callable[[Capture], Any],
-        refit: bool = False,
         view: View | None = None,
         key: Key | None = None,
     ) -> dict | None:
-        """Swap ``new`` in as the next version and save it (writer lock held); on failure
+        """Apply ``change`` as the next version and save it (writer lock held); on failure
         everything comes back as it was. Returns the model's ``view`` once saved."""
-        undo = self.champion.swap(new, refit)
+        undo = change()
         version = self.record.version
         self.record.advance()
         self.mark_all_changed()
-        answer = self._saved_answer(view, key) if view is not None else None
         try:
+            answer = self._saved_answer(view, key) if view is not None else None
             save(self._capture(None))
         except BaseException:
-            self.champion.undo(undo)
+            undo()
             self.record.set_version(version)
             self.answers.forget(key)
             raise
         return answer
+
+    def resume(
+        self, discard: bool, save: Callable[[Capture], Any], view: View, key: Key | None = None
+    ) -> dict:
+        """Learning resumes: the change saved first (a crash after it replays the backlog,
+        or skips it when ``discard``: the snapshot's log position is then past it), then the
+        backlog learned in order, unless discarded. The model's ``view`` once saved."""
+        with self.lock.write():
+
+            def change():
+                self.group.pause(False)
+                if discard:
+                    self.record.discard_backlog()
+                return lambda: self.group.pause(True)
+
+            answer = self._commit(change, save, view, key)
+            if not discard and self.journal is not None and self.record.backlog:
+                self.record.caught_up()  # (read after the log position: the backlog)
+                self.journal.doubt()  # (learned now, or before the next append if this fails)
+                self._catch_up()
+            return answer
 
     # -- state ---------------------------------------------------------------------------
     def snapshot_state(self) -> Capture:
@@ -542,9 +693,21 @@ class LiveModel:
         )
         if len(self.answers):
             service[capture.ANSWERS] = {"arrays": {"table": self.answers.get_state()}}
+        service[capture.GROUP] = {"arrays": {"state": dumps(self.group.get_state())}}
+        challengers = self.group.challengers()
+        if challengers:
+            service[capture.MEMBERS] = {
+                "arrays": {m.name: self._member_blob(m) for m in challengers}
+            }
         # (read lock: the one snapshot writer takes it; ``SnapshotWriter`` gives the marks'
         # first new record back if the write fails)
         return Capture(capture.with_service(state, service), self.record.capture())
+
+    def _member_blob(self, member: Member) -> np.ndarray:
+        """A challenger's whole state (estimator and service parts) as a snapshot blob."""
+        state = capture.with_service(member.estimator.get_state(order="K"), member.service_parts())
+        blob = encode(self.name, self.record.version, spec_to_json(member.spec), state)
+        return np.frombuffer(blob, dtype=np.uint8)
 
     def recover(self, header: dict, state: dict) -> None:
         """Become a snapshot (start-up, a takeover, before serving): its state, and the
@@ -562,12 +725,43 @@ class LiveModel:
             self.record.set_version(version)
 
     def _load(self, state: dict) -> None:
-        """Load a snapshot's state (writer lock held): the estimator's arrays, and what the
-        snapshot carries of the service's part."""
+        """Load a snapshot's state (writer lock held): the serving member's estimator and
+        service parts, the group and its other members (each kept if its name and spec are
+        the same, rebuilt otherwise), and the model's part."""
         estimator_state, service = capture.split_service(state)
-        self.champion.set_state(estimator_state, service)
+        self._load_group(service, estimator_state)
         self.mark_all_changed()
         self._load_model_part(service)
+
+    def _load_group(self, service: dict, estimator_state: dict | None) -> None:
+        """The group and its members (writer lock held); the serving member's estimator from
+        ``estimator_state`` (None: a delta has written it already)."""
+        group = service.get(capture.GROUP)
+        if group is None:  # (a snapshot of a model of one member)
+            if estimator_state is not None:
+                self.champion.set_state(estimator_state, service)
+            return
+        group_state = loads(group["arrays"]["state"])
+        blobs = service.get(capture.MEMBERS, {}).get("arrays", {})
+        members = {}
+        for name, spec_json in group_state["members"].items():
+            member = self._member(name, spec_json)
+            if name != group_state["serving"]:
+                _, saved = decode(blobs[name])
+                member.set_state(*capture.split_service(saved))
+            elif estimator_state is not None:
+                member.set_state(estimator_state, service)
+            members[name] = member
+        self.group.set_state(group_state, members)
+
+    def _member(self, name: str, spec_json: dict) -> Member:
+        """The member ``name`` of a spec read from a snapshot: the one this model holds if
+        its spec is the same (loaded in place), else a new one."""
+        spec = spec_from_json(spec_json)
+        held = self.group.member(name) if name in self.group.names() else None
+        if held is not None and held.spec == spec:
+            return held
+        return Member(spec, self._planner(spec), self._metrics_window, name)
 
     def _load_model_part(self, service: dict) -> None:
         scalars = service.get(capture.MODEL, {}).get("scalars", {})
@@ -591,6 +785,7 @@ class LiveModel:
         with self.lock.write():
             write(self.champion.estimator)
             self.champion.set_scalars(estimator_state["scalars"], service)
+            self._load_group(service, None)
             self._load_model_part(service)
             self.record.loaded(version, position)
 

@@ -1,12 +1,15 @@
 """A learning member of a model: one estimator (with its time-averaged variant when it has
 one), the family adapter that maps labels and learns it (``service.model.families``), its
-progressive metrics, its counters and its refit window.
+progressive metrics (one per variant), its counters and its refit window.
 
 A model's members learn the same feedback in the same order, each scoring every example
-before learning it (progressive validation), so their metrics compare them on the same
-examples. A member has no lock and no log of its own: the model (``service.model.live``)
-holds the lock under which all its members change together, and the durability record
-that covers them all.
+before learning it (progressive validation), and so does each averaged variant: the
+average is scored on each example before the example is learned (it changes only where an
+averaging interval ends, where the batch is cut). Their per-example errors are therefore
+paired across members and variants, which is what the model's comparisons test
+(``service.model.group``). A member has no lock and no log of its own: the model
+(``service.model.live``) holds the lock under which all its members change together, and
+the durability record that covers them all.
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from service.durability import capture
 from service.exceptions import InvalidRequest
 from service.model.families import FAMILIES, Learned, reservoir_of
 from service.model.kinds import Plan, build
+from service.model.spec import CreateModel
 
-#: the member every model has: the one that serves
-CHAMPION = "champion"
+#: the name of a model's first member
+ORIGINAL = "original"
+#: a model's variants: its live estimator and, for the kinds that have one, its time average
+VARIANTS = ("live", "averaged")
 
 
 def _all_finite(values) -> bool:
@@ -55,24 +61,53 @@ class Undo(NamedTuple):
     since_refit: int
 
 
-class Member:
-    """One learning member (module docstring). ``plan`` is the kind catalogue's reading of
-    its spec (``service.model.kinds``)."""
+class MemberStep(NamedTuple):
+    """What learning a batch gave a member: the live variant's ``Learned``, how many
+    examples changed the model, and each variant's per-example errors (the 0/1 error, or
+    the squared error of a regression or ordinal model: what comparisons and drift
+    detection are computed on)."""
 
-    def __init__(self, plan: Plan, metrics_window: int, name: str = CHAMPION):
+    learned: Learned
+    n_aggressive: int
+    errors: dict[str, np.ndarray]
+
+
+def _joined(parts: list[Learned]) -> Learned:
+    if len(parts) == 1:
+        return parts[0]
+    return Learned(
+        *(
+            None if parts[0][k] is None else np.concatenate([np.asarray(p[k]) for p in parts])
+            for k in range(len(Learned._fields))
+        )
+    )
+
+
+class Member:
+    """One learning member (module docstring). ``spec`` is its create request (the model's
+    input, classes and task, with the member's kind, params, averaging and calibration) and
+    ``plan`` the catalogue's reading of it (``service.model.kinds``)."""
+
+    def __init__(self, spec: CreateModel, plan: Plan, metrics_window: int, name: str = ORIGINAL):
         self.name = name
+        self.spec = spec
         self.plan = plan
         self.family = FAMILIES[plan.family](plan)
         self._estimator = build(plan)
-        self._progressive = ProgressiveValidation(
-            metrics_window, self.family.loss_kind, self.family.regression
-        )
+        self._metrics_window = metrics_window
+        self._progressive = self._new_progressive()
+        #: the time average's progressive metrics (None: no averaged variant)
+        self._averaged_progressive = self._new_progressive() if self.averaged else None
         #: the recent examples the worker refits on (None: no refits)
         self._window = reservoir_of(plan)
         self._learned = self._aggressive = self._refits = self._since_refit = 0
         #: predictions run in parallel under the model's read lock: counted under this one
         self._predictions = 0
         self._predictions_lock = threading.Lock()
+
+    def _new_progressive(self) -> ProgressiveValidation:
+        family = self.family
+        return ProgressiveValidation(self._metrics_window, family.loss_kind, family.regression)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -82,6 +117,10 @@ class Member:
     @property
     def averaged(self) -> bool:
         return isinstance(self._estimator, Averaged)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return VARIANTS if self.averaged else VARIANTS[:1]
 
     @property
     def live(self) -> Estimator:
@@ -106,9 +145,10 @@ class Member:
         every = self.plan.params.get("reservoir_refit_every")
         return self._window is not None and self._since_refit >= every
 
-    def metrics(self) -> dict[str, Any]:
-        """The progressive metrics' summary (``core.metrics.ProgressiveValidation``)."""
-        return self._progressive.summary()
+    def metrics(self, variant: str = "live") -> dict[str, Any]:
+        """A variant's progressive metrics' summary (``core.metrics.ProgressiveValidation``)."""
+        progressive = self._progressive if variant == "live" else self._averaged_progressive
+        return progressive.summary()
 
     def scorer(self, variant: str) -> Estimator:
         """The estimator that scores ``variant`` ("live" or "averaged")."""
@@ -146,27 +186,64 @@ class Member:
             self._predictions += batch.n_rows
         return predicted
 
-    def learn(self, batch: CSRBatch, targets: np.ndarray) -> tuple[Learned, int]:
-        """Learn a validated batch in order, each example scored first (writer lock held):
-        what it gave, and how many examples changed the model. ValueError if the estimator
-        refuses an example (a score or loss overflowing float64): the rows before it may
-        have been learned."""
-        learned = self.family.learn(self._estimator, batch, targets, self._window)
-        if not _all_finite(learned.losses):
-            raise ValueError("a loss overflows float64")
-        n = batch.n_rows
+    def learn(self, batch: CSRBatch, targets: np.ndarray) -> MemberStep:
+        """Learn a validated batch in order, each example scored first by each variant
+        (writer lock held). ValueError if the estimator refuses an example (a score or loss
+        overflowing float64): the rows before it may have been learned."""
+        if self._averaged_progressive is None:
+            learned = self._learn(batch, targets)
+            averaged = None
+        else:
+            learned, averaged = self._learn_with_average(batch, targets)
         self._progressive.update(learned.correct, learned.losses, learned.squared)
+        errors = {"live": self._errors(learned)}
+        if averaged is not None:
+            self._averaged_progressive.update(averaged.correct, averaged.losses, None)
+            errors["averaged"] = self._errors(averaged)
         aggressive = learned.aggressive
         n_aggressive = (
             int(np.count_nonzero(aggressive))
             if isinstance(aggressive, np.ndarray)
             else sum(1 for x in aggressive if x)  # (one example's list: no numpy call)
         )
+        n = batch.n_rows
         self._learned += n
         self._aggressive += n_aggressive
         if self.plan.kind.family != "online":  # refitted by the worker
             self._since_refit += n
-        return learned, n_aggressive
+        return MemberStep(learned, n_aggressive, errors)
+
+    def _learn(self, batch: CSRBatch, targets: np.ndarray) -> Learned:
+        learned = self.family.learn(self._estimator, batch, targets, self._window)
+        if not _all_finite(learned.losses):
+            raise ValueError("a loss overflows float64")
+        return learned
+
+    def _learn_with_average(self, batch: CSRBatch, targets: np.ndarray):
+        """The live variant's ``Learned`` and the average's, each part of the batch between
+        two averaging steps scored by the average before it is learned (until the first
+        fold, the average is the live model: the same figures)."""
+        estimator, n = self._estimator, batch.n_rows
+        interval = estimator.interval
+        first = min(n, interval - estimator.n_seen_ % interval)
+        bounds = [0, *range(first, n, interval), n]
+        lives, averages = [], []
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            part = batch if stop - start == n else batch.slice_rows(start, stop)
+            part_targets = targets[start:stop]
+            average = None
+            if estimator.n_averaged_:
+                scorer = estimator.scorer("averaged")
+                average = self.family.evaluate(scorer, part, part_targets)
+            live = self._learn(part, part_targets)
+            lives.append(live)
+            averages.append(live if average is None else average)
+        return _joined(lives), _joined(averages)
+
+    def _errors(self, learned: Learned) -> np.ndarray:
+        if self.family.regression:
+            return np.asarray(learned.squared, dtype=np.float64)
+        return 1.0 - np.asarray(learned.correct, dtype=np.float64)
 
     def label(self, value):
         """What a feedback answer reports as the prediction before the update."""
@@ -201,12 +278,14 @@ class Member:
 
     # -- state ---------------------------------------------------------------------------
     def service_parts(self) -> dict[str, dict]:
-        """The member's part of a snapshot's service state: its progressive metrics, its
-        counters (among the model's scalars) and its refit window."""
+        """The member's part of a snapshot's service state: its progressive metrics (each
+        variant's), its counters (among the model's scalars) and its refit window."""
         parts = {
             capture.PROGRESSIVE: self._progressive.get_state(),
             capture.MODEL: {"scalars": self.counters._asdict()},
         }
+        if self._averaged_progressive is not None:
+            parts[capture.AVERAGED] = self._averaged_progressive.get_state()
         if self._window is not None:
             parts[capture.RESERVOIR] = capture.reservoir_part(
                 self._window.get_state(), self.family.window_target
@@ -228,6 +307,8 @@ class Member:
     def set_service(self, service: dict) -> None:
         if capture.PROGRESSIVE in service:
             self._progressive.set_state(service[capture.PROGRESSIVE])
+        if capture.AVERAGED in service and self._averaged_progressive is not None:
+            self._averaged_progressive.set_state(service[capture.AVERAGED])
         scalars = service.get(capture.MODEL, {}).get("scalars", {})
         counters = Counters(
             *(int(scalars.get(name, value)) for name, value in self.counters._asdict().items())

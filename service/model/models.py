@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
@@ -35,11 +35,22 @@ from service.durability.interchange import InterchangeError, load_model, write_m
 from service.durability.record import DurabilityRecord
 from service.durability.snapshots import SnapshotWriter
 from service.durability.store import SnapshotError, SnapshotMeta, decode
-from service.exceptions import Conflict, InvalidRequest, NotFound, Unavailable
-from service.model.kinds import Limits, plan
-from service.model.live import LiveModel, View
+from service.exceptions import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
+from service.model.group import Policy, policy_of
+from service.model.kinds import Limits, plan, task_of
+from service.model.live import Footprint, LiveModel, View, serving_member
+from service.model.member import ORIGINAL
 from service.model.registry import Registry, over_budget
-from service.model.spec import CreateModel, spec_from_json, spec_to_json
+from service.model.spec import (
+    ChallengerSpec,
+    CreateModel,
+    Learning,
+    PolicyPatch,
+    Promote,
+    member_spec,
+    spec_from_json,
+    spec_to_json,
+)
 from service.ops.machine import memory_limit
 
 log = logging.getLogger("lorentztron")
@@ -123,14 +134,16 @@ class Models:
             if answer is not None:
                 return answer.replay(key)
             raise Conflict("model_exists", f"a model named {spec.name!r} exists")
-        if len(self.registry) >= self.settings.max_models:
+        if self.registry.count >= self.settings.max_models:
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
+        policy = policy_of(spec)
+        spec = member_spec(spec)
         checked = plan(spec, self.limits)
         over_budget(self.registry.nbytes, checked.nbytes, self.budget)  # before allocating
         if checked.kind.margins:  # the default made explicit: snapshots keep what was built
             resolved = "platt" if checked.calibrated else "none"
             spec = spec.model_copy(update={"calibration": resolved})
-        live = self._live(spec.name, spec, checked)
+        live = self._live(spec.name, spec, checked, policy=policy)
         if state is not None:
             try:
                 live.adopt(state, version)
@@ -231,7 +244,8 @@ class Models:
         if not self.writes_snapshots:
             raise Conflict(
                 "wrong_role",
-                "this api replica serves published versions; snapshot and restore on the learner",
+                "this api replica serves published versions: snapshots, restores and changes "
+                "of a model's members, policies and learning are made on the learner",
             )
 
     def snapshot(self, name: str) -> SnapshotMeta:
@@ -296,6 +310,145 @@ class Models:
                 f"model is unchanged: {error}",
             ) from None
 
+    # -- members, policies and learning (``service.model.group``) ----------------------
+    def add_challenger(
+        self, name: str, challenger: ChallengerSpec, view: View, key: Key | None = None
+    ) -> dict:
+        """A challenger learning the model's feedback from the next example on, counted as
+        a model by the limits; durable before the answer (the model's ``view``)."""
+
+        def apply(live: LiveModel) -> None:
+            if challenger.name in live.group.names():
+                raise Conflict(
+                    "member_exists", f"model {name!r} has a member named {challenger.name!r}"
+                )
+            try:
+                spec = challenger.of(live.spec)
+            except ValidationError as error:
+                raise InvalidRequest("invalid_input", f"the challenger: {error}") from None
+            checked = plan(spec, self.limits)
+            if task_of(checked) != task_of(live.plan):
+                raise InvalidRequest(
+                    "invalid_input",
+                    f"a challenger learns the model's task ({task_of(live.plan)}), not "
+                    f"{task_of(checked)}",
+                    {"field": "kind"},
+                )
+            if checked.kind.margins:
+                resolved = "platt" if checked.calibrated else "none"
+                spec = spec.model_copy(update={"calibration": resolved})
+            footprint = live.footprint()
+            grown = Footprint(footprint.models + 1, footprint.nbytes + checked.nbytes)
+            self.registry.update(live, grown, self.settings.max_models, self.budget)
+            live.group.add(live.new_member(spec, checked, challenger.name))
+
+        return self._change(name, key, apply, view)
+
+    def remove_challenger(self, name: str, member: str) -> None:
+        """Take a challenger out (its learning, metrics and comparisons go), durably."""
+
+        def apply(live: LiveModel) -> None:
+            group = live.group
+            if member not in group.names():
+                raise NotFound("member_not_found", f"model {name!r} has no member {member!r}")
+            if member == group.champion.name:
+                raise Conflict(
+                    "member_serves",
+                    f"{member!r} serves model {name!r}: promote another member first",
+                )
+            group.remove(member)
+
+        self._change(name, None, apply, None)
+
+    def promote(self, name: str, promotion: Promote, view: View, key: Key | None = None) -> dict:
+        """The challenger (and variant) serves from now on; the champion stays a challenger,
+        so that a promotion can be undone by another. Durable before the answer."""
+
+        def apply(live: LiveModel) -> None:
+            if promotion.challenger not in live.group.names():
+                raise NotFound(
+                    "member_not_found",
+                    f"model {name!r} has no member {promotion.challenger!r}",
+                )
+            member = live.group.member(promotion.challenger)
+            if promotion.variant == "averaged" and not member.averaged:
+                raise InvalidRequest(
+                    "no_averaged_variant",
+                    f"member {promotion.challenger!r} has no time-averaged variant",
+                )
+            live.group.promote(promotion.challenger, promotion.variant)
+
+        return self._change(name, key, apply, view)
+
+    def set_policy(self, name: str, patch: PolicyPatch, view: View, key: Key | None = None):
+        """New policies (promotion, serving, drift), durable before the answer."""
+
+        def apply(live: LiveModel) -> None:
+            live.group.set_policy(policy_of(patch, live.group.policy))
+
+        return self._change(name, key, apply, view)
+
+    def set_learning(self, name: str, learning: Learning, view: View, key: Key | None = None):
+        """Pause learning, or resume it (the backlog learned in order, or dropped)."""
+        if learning.paused and learning.discard:
+            raise InvalidRequest(
+                "invalid_input",
+                "discard drops the backlog when learning resumes: give it with paused false",
+                {"field": "discard"},
+            )
+        if learning.paused:
+            return self._change(name, key, lambda live: live.group.pause(True), view)
+        return self._change(name, key, None, view, resume=learning.discard)
+
+    def _change(
+        self, name: str, key: Key | None, apply, view: View | None, resume: bool | None = None
+    ) -> dict | None:
+        """A change of a model's group outside the log: ``apply(live)`` checks it (a 4xx,
+        nothing changed) and applies it, the limits are checked again, and it is saved before
+        anyone sees it (anything failing: everything as it was); with ``resume`` set,
+        learning resumes instead (``LiveModel.resume``: ``resume`` says whether the backlog
+        is dropped). With an idempotency ``key``, a retry gets the first answer."""
+        self._check_writer()
+        with self.use(name) as live:
+            answer = live.answers.claim(key) if key is not None else None
+            if answer is not None:
+                return answer.replay(key)
+            save = lambda capture: self.writer.write(live, capture)  # noqa: E731
+            group, before = live.group, live.footprint()
+
+            def change() -> Callable[[], None]:
+                checkpoint = group.checkpoint()
+                try:
+                    apply(live)
+                    self.registry.update(
+                        live, live.footprint(), self.settings.max_models, self.budget
+                    )
+                except BaseException:
+                    group.rollback(checkpoint)
+                    raise
+
+                def undo() -> None:
+                    group.rollback(checkpoint)
+                    self.registry.update(live, before, None, None)
+
+                return undo
+
+            try:
+                if resume is not None:
+                    return live.resume(resume, save, view, key)
+                return live.change(change, save, view, key)
+            except ServiceError:
+                raise
+            except Exception as error:
+                raise Unavailable(
+                    "store_unavailable",
+                    "the change could not be written as the newest snapshot, so the model "
+                    f"is unchanged: {error}",
+                ) from None
+            finally:
+                if key is not None:
+                    live.answers.release(key)
+
     # -- recovery and discovery ----------------------------------------------------------
     def recover(self) -> None:
         """Start-up: finish pending deletions, then restore every model (snapshot + log).
@@ -350,7 +503,7 @@ class Models:
             spec = spec_from_json(header["spec"])
             checked = plan(spec, self._restore_limits)
             record = DurabilityRecord(self._incarnation(name, state), fence)
-            live = self._live(name, spec, checked, record)
+            live = self._live(name, spec, checked, record, member=serving_member(state))
             live.recover(header, state)
             replayed = self._replay(live) if self.settings.role != "api" else 0
             self.registry.add(live)
@@ -382,13 +535,19 @@ class Models:
         if live.journal is None:
             return 0
         started = time.perf_counter()
-        count = live.replay(self.feedback_log.read_after(live.name, live.record.log_position))
+        count = live.replay(self.feedback_log.read_after(live.name, live.record.read_position))
         self.metrics.replay_duration.observe(time.perf_counter() - started)
         self.metrics.replayed.labels(live.name).inc(count)
         return count
 
     def _live(
-        self, name: str, spec: CreateModel, checked, record: DurabilityRecord | None = None
+        self,
+        name: str,
+        spec: CreateModel,
+        checked,
+        record: DurabilityRecord | None = None,
+        policy: Policy | None = None,
+        member: str = ORIGINAL,
     ) -> LiveModel:
         """A new live model of a checked create request (not yet serving), with its log;
         outside the ``all`` role, feedback is only logged (the learner's consumer learns
@@ -399,6 +558,9 @@ class Models:
             spec,
             checked,
             settings.metrics_window,
+            policy=policy,
+            planner=lambda member_spec: plan(member_spec, self._restore_limits),
+            member=member,
             record=record,
             answers=Answers(settings.idempotency_ttl, settings.idempotency_bytes),
             log=self.feedback_log,

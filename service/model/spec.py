@@ -91,20 +91,58 @@ class AveragingSpec(Strict):
     )
 
 
+KindName = Literal[
+    "linear-pa",
+    "dos",
+    "pqr",
+    "mofm",
+    "perceptron",
+    "ellipsoid-perceptron",
+    "shor-perceptron",
+    "ellipsoidal",
+]
+
+
+class PromotionSpec(Strict):
+    """When a challenger is promoted without an operator (``service.model.group``)."""
+
+    auto: StrictBool = Field(
+        False,
+        description="Promote a challenger (member and variant) once its comparison with what "
+        "serves says it is better at `confidence`, after `min_examples` paired examples.",
+    )
+    confidence: float = Field(
+        0.99,
+        gt=0.5,
+        lt=1.0,
+        description="Confidence of the comparisons' anytime-valid intervals (and verdicts).",
+    )
+    min_examples: StrictInt = Field(1000, ge=1, le=1 << 40)
+
+
+class DriftSpec(Strict):
+    """A drift detector on the serving variant's errors, counting degradations only."""
+
+    detector: Literal["adwin", "page_hinkley"] = Field(
+        ..., description="ADWIN (Bifet & Gavalda 2007) or Page-Hinkley, as River has them."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The detector's parameters: ADWIN delta, clock, max_buckets, "
+        "min_window_length, grace_period; Page-Hinkley min_instances, delta, threshold, alpha.",
+    )
+    on_drift: Literal["none", "challenger"] = Field(
+        "none",
+        description="challenger: a detection starts a fresh copy of the champion, the member "
+        "`drift`, learning from the next example on (replacing an earlier one).",
+    )
+
+
 class CreateModel(Strict):
     """A new named model."""
 
     name: str = Field(..., pattern=NAME_PATTERN, examples=["spam"])
-    kind: Literal[
-        "linear-pa",
-        "dos",
-        "pqr",
-        "mofm",
-        "perceptron",
-        "ellipsoid-perceptron",
-        "shor-perceptron",
-        "ellipsoidal",
-    ] = Field(
+    kind: KindName = Field(
         ...,
         examples=["dos"],
         description="linear-pa / dos: passive-aggressive linear and difference-of-squares "
@@ -145,6 +183,17 @@ class CreateModel(Strict):
         "scaling online on the progressive scores, `none` gives no probability. Binary PQR "
         "and mofm give probabilities of their own; other kinds take no calibration.",
     )
+
+    promotion: PromotionSpec | None = Field(
+        None, description="When a challenger is promoted without an operator (default: never)."
+    )
+    serve: Literal["fixed", "best"] | None = Field(
+        None,
+        description="fixed (default): predict without `variant` serves the champion's live "
+        "variant (or the one a promotion named); best: its better variant, live or averaged, "
+        "by the comparison's test.",
+    )
+    drift: DriftSpec | None = None
 
     @field_validator("classes")
     @classmethod
@@ -188,3 +237,72 @@ def _without_nulls(value):
     if isinstance(value, dict):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
     return value
+
+
+#: the fields of a create request that are the model's policies, not a member's
+POLICY_FIELDS = ("promotion", "serve", "drift")
+
+
+def member_spec(spec: CreateModel) -> CreateModel:
+    """A create request as one member's spec: without the model's policies."""
+    return spec.model_copy(update=dict.fromkeys(POLICY_FIELDS))
+
+
+class ChallengerSpec(Strict):
+    """A challenger: another kind or other parameters, learning the model's feedback beside
+    its champion (the input, classes and task are the model's)."""
+
+    name: str = Field(..., pattern=NAME_PATTERN, examples=["c1"])
+    kind: KindName = Field(..., examples=["dos"])
+    params: dict[str, Any] = Field(default_factory=dict, examples=[{"rank": 16}])
+    averaging: AveragingSpec | None = None
+    calibration: Literal["platt", "none"] | None = None
+    multiclass: Literal["ovo", "ovr", "ordinal"] | None = Field(
+        None, description="Default: the model's."
+    )
+
+    def of(self, model: CreateModel) -> CreateModel:
+        """The challenger's spec: the model's input, classes and task with its own kind and
+        parameters (ValidationError if they do not go together)."""
+        data = {
+            **spec_to_json(member_spec(model)),
+            "kind": self.kind,
+            "params": self.params,
+            "averaging": None if self.averaging is None else self.averaging.model_dump(),
+            "calibration": self.calibration,
+        }
+        if self.multiclass is not None:
+            data["multiclass"] = self.multiclass
+        return CreateModel.model_validate(_without_nulls(data))
+
+
+class PolicyPatch(Strict):
+    """New policies of a model (``PATCH /v1/models/{name}``): the fields given replace the
+    model's; ``drift: null`` removes its detector."""
+
+    promotion: PromotionSpec | None = None
+    serve: Literal["fixed", "best"] | None = None
+    drift: DriftSpec | None = None
+
+    @model_validator(mode="after")
+    def _something(self):
+        if not self.model_fields_set:
+            raise ValueError("give at least one of promotion, serve, drift")
+        return self
+
+
+class Promote(Strict):
+    """A promotion: the challenger (and its variant) that serves from now on."""
+
+    challenger: str = Field(..., pattern=NAME_PATTERN, examples=["c1"])
+    variant: Literal["live", "averaged"] | None = Field(None, description="Default: live.")
+
+
+class Learning(Strict):
+    """Pause learning (feedback is still logged and acknowledged) or resume it: the backlog
+    is learned in order, or dropped with ``discard``."""
+
+    paused: StrictBool
+    discard: StrictBool = Field(
+        False, description="With paused false: drop the backlog instead of learning it."
+    )

@@ -97,6 +97,75 @@ class Metrics:
             ["model", "window"],
             registry=registry,
         )
+        # a model's members (``service.model.group``): every member and variant
+        self.member_accuracy = Gauge(
+            p + "member_progressive_accuracy_ratio",
+            "Progressive accuracy of a member's variant (the champion's too).",
+            ["model", "member", "variant", "window"],
+            registry=registry,
+        )
+        self.member_loss = Gauge(
+            p + "member_progressive_loss",
+            "Progressive mean loss of a member's variant.",
+            ["model", "member", "variant", "window", "loss"],
+            registry=registry,
+        )
+        self.member_examples = Gauge(
+            p + "member_examples_learned",
+            "Examples a member learned.",
+            ["model", "member"],
+            registry=registry,
+        )
+        self.member_difference = Gauge(
+            p + "member_error_difference",
+            "Paired mean difference of a member variant's errors and the serving one's "
+            "(negative: fewer errors).",
+            ["model", "member", "variant"],
+            registry=registry,
+        )
+        self.member_verdict = Gauge(
+            p + "member_verdict",
+            "A member variant's comparison with what serves: 1 better, -1 worse, "
+            "0 undecided (at the model's confidence).",
+            ["model", "member", "variant"],
+            registry=registry,
+        )
+        self.serving = Gauge(
+            p + "member_serving",
+            "1 for the member and variant that serve.",
+            ["model", "member", "variant"],
+            registry=registry,
+        )
+        self.promotion_auto = Gauge(
+            p + "promotion_auto",
+            "1 if a better challenger is promoted without an operator.",
+            ["model"],
+            registry=registry,
+        )
+        self.promotions = Counter(
+            p + "promotions_total",
+            "Promotions of a member (by an operator or the policy).",
+            ["model"],
+            registry=registry,
+        )
+        self.drift_detections = Counter(
+            p + "drift_detections_total",
+            "Degradations a model's drift detector detected.",
+            ["model"],
+            registry=registry,
+        )
+        self.paused = Gauge(
+            p + "learning_paused",
+            "1 while a model's learning is paused.",
+            ["model"],
+            registry=registry,
+        )
+        self.backlog = Gauge(
+            p + "learning_backlog_records",
+            "Feedback records logged while learning is paused, not learned yet.",
+            ["model"],
+            registry=registry,
+        )
         self.parameter_norm = Gauge(
             p + "parameter_norm",
             "Frobenius norm of the live parameters.",
@@ -256,6 +325,8 @@ class Metrics:
         self._expired_seen = 0
         self._evicted_seen = 0
         self._log_failures_seen: dict[str, int] = {}
+        #: the group counters already counted (promotions, drift detections), by model
+        self._group_seen: dict[tuple[str, str], int] = {}
         # label children of the per-request metrics, looked up once (``labels`` validates
         # and locks on every call): by (endpoint, method, status), and by model
         self._request_children: dict[tuple, tuple] = {}
@@ -309,6 +380,7 @@ class Metrics:
     def observe_model(self, live) -> None:
         summary = live.champion.metrics()
         name = live.name
+        self.observe_members(live)
         self.model_version.labels(name).set(live.version)
         self.log_unsnapshotted.labels(name).set(live.record.records_since_snapshot)
         failures = live.journal.failures if live.journal is not None else 0
@@ -323,6 +395,49 @@ class Metrics:
                 self.loss.labels(name, window, summary["loss_kind"]).set(summary[prefix + "loss"])
             if summary[prefix + "rmse"] is not None:
                 self.rmse.labels(name, window).set(summary[prefix + "rmse"])
+
+    def observe_members(self, live) -> None:
+        """Every member and variant's figures, read together under the model's lock; the
+        series of members gone (removed, replaced) go too."""
+        members, group = live.describe(_members_view), live.group
+        name = live.name
+        present = set()
+        for member, variants, examples in members:
+            self.member_examples.labels(name, member).set(examples)
+            for variant, summary, comparison, serving in variants:
+                present.add((member, variant))
+                for window, prefix in (("cumulative", ""), ("recent", "recent_")):
+                    if summary[prefix + "accuracy"] is not None:
+                        self.member_accuracy.labels(name, member, variant, window).set(
+                            summary[prefix + "accuracy"]
+                        )
+                    if summary[prefix + "loss"] is not None:
+                        self.member_loss.labels(
+                            name, member, variant, window, summary["loss_kind"]
+                        ).set(summary[prefix + "loss"])
+                self.serving.labels(name, member, variant).set(1 if serving else 0)
+                if comparison is not None:
+                    difference = comparison["mean_difference"]
+                    if difference is not None:
+                        self.member_difference.labels(name, member, variant).set(difference)
+                    verdict = {"better": 1, "worse": -1}.get(comparison["verdict"], 0)
+                    self.member_verdict.labels(name, member, variant).set(verdict)
+        for metric in (self.member_difference, self.member_verdict, self.serving):
+            for labels in list(metric._metrics):
+                if labels[0] == name and (labels[1], labels[2]) not in present:
+                    metric.remove(*labels)
+        policy = group.policy
+        self.promotion_auto.labels(name).set(1 if policy.promotion.auto else 0)
+        self.paused.labels(name).set(1 if group.paused else 0)
+        self.backlog.labels(name).set(live.record.backlog)
+        for counter, seen_key, value in (
+            (self.promotions, "promotions", group.promotions),
+            (self.drift_detections, "detections", group.detections),
+        ):
+            seen = self._group_seen.get((name, seen_key), 0)
+            if value > seen:
+                counter.labels(name).inc(value - seen)
+            self._group_seen[name, seen_key] = value
 
     def track_model(self, live) -> None:
         """Start the series of a new model (age is computed at scrape time)."""
@@ -344,7 +459,20 @@ class Metrics:
         self._log_failures_seen.pop(name, None)
         self._learn_children.pop(name, None)
         self._predict_children.pop(name, None)
+        for key in [k for k in self._group_seen if k[0] == name]:
+            del self._group_seen[key]
         for metric in (
+            self.member_accuracy,
+            self.member_loss,
+            self.member_examples,
+            self.member_difference,
+            self.member_verdict,
+            self.serving,
+            self.promotion_auto,
+            self.promotions,
+            self.drift_detections,
+            self.paused,
+            self.backlog,
             self.predictions,
             self.feedback,
             self.parameter_norm,
@@ -368,3 +496,25 @@ class Metrics:
             for labels in list(metric._metrics):
                 if labels[0] == name:
                     metric.remove(*labels)
+
+
+def _members_view(live) -> list:
+    """``(member, [(variant, metrics summary, comparison, serving)], examples learned)`` of
+    every member (read under the model's lock: ``LiveModel.describe``)."""
+    group = live.group
+    return [
+        (
+            member.name,
+            [
+                (
+                    variant,
+                    member.metrics(variant),
+                    group.comparison(member.name, variant),
+                    member is group.champion and variant == group.variant,
+                )
+                for variant in member.variants
+            ],
+            member.counters.examples_learned,
+        )
+        for member in group.members()
+    ]

@@ -36,7 +36,7 @@ import time
 
 import redis
 
-from service.durability.feedback_log import position_time
+from service.durability.feedback_log import after, position_time
 from service.durability.store import IncarnationGone, SnapshotError, decode
 from service.exceptions import NotFound
 from service.scale import deltas
@@ -291,14 +291,14 @@ class Learner(_Loop):
             return False
         pipe = self.client.pipeline(transaction=False)
         for live in owned:
-            position = live.record.log_position
+            position = live.record.read_position  # (after a paused model's backlog)
             start = "-" if position is None else f"({position}"
             pipe.xrange(self.journal.key(live.name), min=start, count=self.chunk)
         learned = False
         for live, entries in zip(owned, pipe.execute(), strict=True):
             records = [(i.decode(), fields[b"r"]) for i, fields in entries]
             # a model restored meanwhile may already include them
-            fresh = [r for r in records if _after(r[0], live.record.log_position)]
+            fresh = [r for r in records if after(r[0], live.record.read_position)]
             if not fresh or not self.journal.replicated(live.name):
                 continue  # (not yet on the replicas that REDIS_WAIT_REPLICAS asks for)
             try:
@@ -451,16 +451,10 @@ class Replica(_Loop):
 
     def _first_after(self, name: str, previous, position):
         """The id of the oldest log record kept after ``previous`` up to ``position``."""
-        if position is None or not _after(position, previous):
+        if position is None or not after(position, previous):
             return None
         start = "-" if previous is None else f"({previous}"
         entries = self.worker.store.client.xrange(
             self.worker.models.feedback_log.key(name), min=start, max=position, count=1
         )
         return entries[0][0].decode() if entries else position
-
-
-def _after(position, reference) -> bool:
-    if reference is None:
-        return True
-    return tuple(map(int, position.split("-"))) > tuple(map(int, reference.split("-")))

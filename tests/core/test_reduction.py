@@ -250,3 +250,40 @@ def test_regression_bases_are_refused():
     for reduction in (OneVsOne, OneVsRest):
         with pytest.raises(ValueError, match="task='regression'"):
             reduction(base=PQR(n_features=3, k=1, task="regression"), classes=[0, 1, 2])
+
+
+@pytest.mark.parametrize("reduction", ["ovo", "ovr"])
+@pytest.mark.parametrize(
+    "base",
+    ["linear", "dos", "perceptron", "calibrated"],
+)
+def test_losses_from_scores_are_what_learning_reports(reduction, base):
+    """The loss of an example computed from scores without learning
+    (``losses_from_model_scores``, ``losses_from_scores``) is the loss learning it reports:
+    how a time average is scored progressively beside the live model."""
+    from core.calibration import Calibrated
+    from core.dos import DoSClassifier
+    from core.features import as_batch
+    from core.linear import LinearPA
+    from core.one_vs_one import OneVsOne
+    from core.one_vs_rest import OneVsRest
+    from core.separation import Perceptron
+
+    bases = {
+        "linear": LinearPA(n_features=4),
+        "dos": DoSClassifier(n_features=4, rank=2, seed=1),
+        "perceptron": Perceptron(n_features=4),
+        "calibrated": Calibrated(model=DoSClassifier(n_features=4, rank=2, seed=2)),
+    }
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((60, 4)), rng.integers(0, 3, 60)
+    model = (OneVsOne if reduction == "ovo" else OneVsRest)(base=bases[base], classes=[0, 1, 2])
+    binary = bases[base].clone()
+    for x_i, y_i in zip(X, y, strict=True):
+        batch = as_batch(x_i[None, :], 4)
+        _, _, model_scores = model.decide_batch(batch)
+        expected = model.losses_from_model_scores(model_scores, np.array([y_i]))
+        assert model.learn_one(x_i, y_i).loss == pytest.approx(expected[0], rel=1e-12, abs=1e-15)
+        label = 1.0 if y_i == 1 else -1.0
+        loss = binary.losses_from_scores(binary.score_batch(batch), np.array([label]))
+        assert binary.learn_one(x_i, label).loss == pytest.approx(loss[0], rel=1e-12, abs=1e-15)

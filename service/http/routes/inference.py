@@ -9,7 +9,9 @@ for KServe, Triton and MLServer (``tritonclient.http``, say) can call the models
   tensor data extension), and the outputs ``label`` (INT64, BYTES for text classes, FP64
   for regression), ``score`` (FP64, ``[n]`` or ``[n, classes]``) and ``probability`` (when
   the model has probabilities), each in JSON or, when asked (``binary_data``), binary. The
-  request parameter ``variant`` picks the live (default) or time-averaged model.
+  request parameter ``variant`` picks the live or time-averaged model (default: the variant
+  that serves), and ``member`` a challenger that scores in the shadow (default: the
+  champion).
 
 The version is the model's current one: a request for another version gets 404. Errors are
 ``{"error": message, "code": code}`` (the protocol's ``error`` string, and our stable code).
@@ -80,7 +82,8 @@ INFER_BODY = {
         "required": True,
         "description": "The protocol's `$inference_request`: one input tensor `[n, "
         "n_features]`; `outputs` (default: every output, in JSON) with `parameters."
-        "binary_data`; `parameters.variant` (`live` or `averaged`). With the binary tensor "
+        "binary_data`; `parameters.variant` (`live` or `averaged`; default: the one that serves) "
+        "and `parameters.member` (a challenger, in the shadow). With the binary tensor "
         "data extension, the JSON head is followed by the tensors' bytes "
         "(`Inference-Header-Content-Length`: the head's length).",
         "content": {
@@ -171,7 +174,13 @@ def metadata(live: LiveModel) -> dict:
         "platform": f"lorentztron/{live.spec.kind}",
         "inputs": [{"name": "input", "datatype": "FP64", "shape": [-1, live.n_features]}],
         "outputs": outputs,
-        "parameters": {"classes": [str(c) for c in live.classes]},
+        "parameters": {
+            "classes": [str(c) for c in live.classes],
+            # the members a request's parameter ``member`` may name (the champion first),
+            # and the variant that serves by default
+            "members": [m.name for m in live.group.members()],
+            "variant": live.group.variant,
+        },
     }
 
 
@@ -234,20 +243,25 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
     with app.models.use(name) as live:
         _model(app, name, version)
         X = _input(head, binary, live.n_features, app.settings.max_batch)
-        variant = _object(head.get("parameters"), "parameters").get("variant", "live")
-        if not isinstance(variant, str) or variant not in ("live", "averaged"):
+        parameters = _object(head.get("parameters"), "parameters")
+        variant = parameters.get("variant")
+        if variant is not None and variant not in ("live", "averaged"):
             raise _invalid(f"parameter variant: 'live' or 'averaged', not {shown(variant)}")
+        member = parameters.get("member")
+        if member is not None and not isinstance(member, str):
+            raise _invalid(f"parameter member: a member's name, not {shown(member)}")
         try:
             batch = as_batch(X, live.n_features)
         except ValueError as error:
             raise _invalid(f"input: {error}") from None
-        labels, scores, probabilities = live.predict_batch(batch, variant)
+        labels, scores, probabilities = live.predict_batch(batch, variant, member)
+        family = live.group.member(member).family  # (the member's: a challenger may differ)
     app.metrics.predicted(name, len(labels))
     outputs = {
         "label": (_label_type(live), labels),
         "score": ("FP64", scores),
     }
-    if live.family.probabilistic:
+    if family.probabilistic:
         outputs["probability"] = ("FP64", probabilities)
     return _response(head, live, outputs)
 

@@ -15,7 +15,7 @@ from service.http.openapi import errors, json_body
 from service.http.schemas import ModelInfo, ModelList
 from service.http.threads import run_sync
 from service.http.views import model_info
-from service.model.spec import CreateModel
+from service.model.spec import CreateModel, PolicyPatch
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 log = logging.getLogger("lorentztron")
@@ -85,6 +85,26 @@ def _info(live) -> dict | None:
 def get_model(name: str, app: App) -> dict:
     """One model: config, counters, version and progressive metrics."""
     return app.models.get(name).describe(model_info)
+
+
+@router.patch(
+    "/{name}",
+    response_model=ModelInfo,
+    dependencies=[Write],
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
+def set_policy(
+    name: str, patch: PolicyPatch, app: App, request: Request, response: Response
+) -> dict:
+    """New policies: `promotion` (automatic promotion of a challenger better at a
+    confidence), `serve` (fixed, or the champion's better variant) and `drift` (a detector on
+    the serving variant's errors; null removes it). Durable before the answer; takes an
+    `Idempotency-Key`."""
+    body = patch.model_dump_json(exclude_unset=True).encode()
+    key = key_of(request.headers.get(HEADER), f"policy {name}", "", body)
+    answer = app.models.set_policy(name, patch, model_info, key)
+    response.headers.update(answer_headers(answer) or {})
+    return answer
 
 
 @router.delete(

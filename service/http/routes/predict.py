@@ -18,8 +18,17 @@ _VARIANT = {
     "name": "variant",
     "in": "query",
     "required": False,
-    "description": "live (default) or averaged: the aligned time average of section 3.4",
-    "schema": {"type": "string", "enum": ["live", "averaged"], "default": "live"},
+    "description": "live or averaged (the aligned time average of section 3.4); default: the "
+    "variant that serves (the model's `variant`; a challenger's live one)",
+    "schema": {"type": "string", "enum": ["live", "averaged"]},
+}
+_MEMBER = {
+    "name": "member",
+    "in": "query",
+    "required": False,
+    "description": "a challenger that scores in the shadow (default: the champion); nothing "
+    "it answers is learned by it or counted by the comparisons",
+    "schema": {"type": "string"},
 }
 
 
@@ -28,18 +37,25 @@ _VARIANT = {
     response_model=PredictResponse,
     dependencies=[Read],
     responses=errors(401, 403, 404, 408, 413, 415, 422),
-    openapi_extra={"parameters": [_VARIANT], **json_body(PredictRequest)},
+    openapi_extra={"parameters": [_VARIANT, _MEMBER], **json_body(PredictRequest)},
 )
 async def predict(name: str, request: Request, app: App) -> JSONResponse:
-    """Label, score and prediction id per instance, from the live or time-averaged model."""
+    """Label, score and prediction id per instance, from the live or time-averaged model
+    (or a challenger's, in the shadow)."""
+    query = request.query_params
     answer = await serve(
-        app, name, request.query_params.get("variant"), request.headers, request.body
+        app, name, query.get("variant"), request.headers, request.body, query.get("member")
     )
     return JSONResponse(answer)
 
 
 async def serve(
-    app: Components, name: str, variant, headers, body: Callable[[], Awaitable[bytes]]
+    app: Components,
+    name: str,
+    variant,
+    headers,
+    body: Callable[[], Awaitable[bytes]],
+    member: str | None = None,
 ) -> dict:
     """The answer to a predict request (FastAPI's route and the fast path).
 
@@ -51,16 +67,17 @@ async def serve(
     it is not validated again."""
     data = await body()
     content_type = headers.get("content-type")
+    member = bodies.member(member)
     if len(data) > INLINE_BODY_BYTES:
         return await run_sync(
-            app.executor, _parse_and_predict, app, name, variant, content_type, data
+            app.executor, _parse_and_predict, app, name, variant, content_type, data, member
         )
     # parsed here once: answered here if the model is free, else in a thread
     variant, request = _parse(variant, content_type, data)
-    answer = _predict(app, name, variant, request, data, False)  # not blocking
+    answer = _predict(app, name, variant, request, data, False, member)  # not blocking
     if answer is not None:
         return answer
-    return await run_sync(app.executor, _predict, app, name, variant, request, data)
+    return await run_sync(app.executor, _predict, app, name, variant, request, data, True, member)
 
 
 def _parse(variant, content_type, data: bytes) -> tuple:
@@ -68,12 +85,20 @@ def _parse(variant, content_type, data: bytes) -> tuple:
     return bodies.variant(variant), bodies.predict_request(content_type, data)
 
 
-def _parse_and_predict(app: Components, name: str, variant, content_type, data: bytes) -> dict:
-    return _predict(app, name, *_parse(variant, content_type, data), data)
+def _parse_and_predict(
+    app: Components, name: str, variant, content_type, data: bytes, member: str | None
+) -> dict:
+    return _predict(app, name, *_parse(variant, content_type, data), data, True, member)
 
 
 def _predict(
-    app: Components, name: str, variant: str, request, data: bytes, blocking: bool = True
+    app: Components,
+    name: str,
+    variant: str | None,
+    request,
+    data: bytes,
+    blocking: bool = True,
+    member: str | None = None,
 ) -> dict | None:
     """The answer to a request parsed from ``data``, or None if ``blocking`` is false and its
     scoring work is not small or the model's lock is not free."""
@@ -85,15 +110,16 @@ def _predict(
         if not blocking and len(data) * live.plan.floats > INLINE_WORK * live.n_features:
             return None
         rows = bodies.predict_rows(request, live, app.settings.max_batch)
-        predicted = live.predict(rows, variant, blocking)
+        predicted = live.predict(rows, variant, blocking, member)
         if predicted is None:
             return None
-        version, labels, scores, probabilities = predicted
+        version, scored_by, variant, labels, scores, probabilities = predicted
         ids = app.cache.put(live.incarnation, rows)
     app.metrics.predicted(name, len(rows))
     return {
         "model": name,
         "version": version,
+        "member": scored_by,
         "variant": variant,
         "predictions": [
             {"label": label, "score": score, "probability": probability, "prediction_id": pid}

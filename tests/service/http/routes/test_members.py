@@ -1,0 +1,247 @@
+"""A model's members through HTTP: challengers that learn the same feedback as the champion,
+compared on the same examples; promotion (by an operator, by the policy), the variant that
+serves, shadow predictions, drift, the pause of learning; all durable across restarts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.config import Settings
+from service.main import create_app
+from tests.service.conftest import TestClient, create
+
+N_FEATURES = 4
+
+
+def examples(n: int, seed: int = 0, product: bool = True) -> list[dict]:
+    """Examples of y = sign(x0 x1): a quadratic rule (a DoS model learns it, a linear one
+    cannot), or of y = sign(x0 + x1) (``product`` false)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, N_FEATURES))
+    y = np.sign(X[:, 0] * X[:, 1] if product else X[:, 0] + X[:, 1])
+    return [{"x": x.round(4).tolist(), "label": int(label or 1)} for x, label in zip(X, y)]
+
+
+def feed(client, batch: list[dict], name: str = "m", **headers) -> dict:
+    answer = client.post(f"/v1/models/{name}/feedback", json={"examples": batch}, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(snapshot_dir=tmp_path, snapshot_interval=3600)
+
+
+def linear(client, **extra) -> dict:
+    return create(client, kind="linear-pa", n_features=N_FEATURES, **extra)
+
+
+def test_a_challenger_learns_the_same_feedback_and_is_compared_on_it(settings):
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        added = client.post(
+            "/v1/models/m/challengers", json={"name": "c1", "kind": "dos", "params": {"rank": 2}}
+        )
+        assert added.status_code == 201, added.text
+        assert added.headers["location"] == "/v1/models/m/challengers/c1"
+        assert added.json()["examples_learned"] == 0
+        for k in range(6):
+            feed(client, examples(100, seed=k))
+        info = client.get("/v1/models/m").json()
+        assert info["member"] == "original" and info["challengers"] == ["c1"]
+        assert info["examples_learned"] == 600 and set(info["variants"]) == {"live", "averaged"}
+        [c1] = client.get("/v1/models/m/challengers").json()["challengers"]
+        assert c1["examples_learned"] == 600 and c1["kind"] == "dos"
+        comparison = c1["comparison"]
+        assert comparison["against"] == {"member": "original", "variant": "live"}
+        assert comparison["examples"] == 600 and comparison["error"] == "zero_one"
+        low, high = comparison["interval"]
+        assert low <= comparison["mean_difference"] <= high < 0  # DoS learns the product
+        assert comparison["verdict"] == "better"
+        # the difference is the mean of the paired errors: its accuracy minus the champion's
+        live = client.app.state.components.models.get("m")
+        champion, challenger = live.champion.metrics(), live.group.member("c1").metrics()
+        assert comparison["mean_difference"] == pytest.approx(
+            champion["accuracy"] - challenger["accuracy"], abs=1e-12
+        )
+
+
+def test_promotion_serves_the_challenger_durably_and_can_be_undone(settings):
+    query = {"instances": [{"x": [1.0, 1.0, 0.0, 0.0]}, {"x": [1.0, -1.0, 0.0, 0.0]}]}
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        feed(client, examples(300))
+        before = client.post("/v1/models/m/predict", json=query).json()
+        shadow = client.post("/v1/models/m/predict?member=c1", json=query).json()
+        assert before["member"] == "original" and shadow["member"] == "c1"
+        missing = client.post("/v1/models/m/predict?member=nope", json=query)
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "member_not_found"
+        headers = {"Idempotency-Key": "promote-1"}
+        promoted = client.post("/v1/models/m/promote", json={"challenger": "c1"}, headers=headers)
+        assert promoted.status_code == 200, promoted.text
+        info = promoted.json()
+        assert info["kind"] == "dos" and info["member"] == "c1" and info["challengers"] == [
+            "original"
+        ]
+        again = client.post("/v1/models/m/promote", json={"challenger": "c1"}, headers=headers)
+        assert again.json() == info and again.headers["idempotent-replayed"] == "true"
+        after = client.post("/v1/models/m/predict", json=query).json()
+        assert after["member"] == "c1"
+        assert [p["score"] for p in after["predictions"]] == [
+            p["score"] for p in shadow["predictions"]
+        ]
+        # a prediction id given before the promotion is still answerable
+        pid = before["predictions"][0]["prediction_id"]
+        feed(client, [{"prediction_id": pid, "label": 1}])
+        served = client.get("/v1/models/m").json()
+    with TestClient(create_app(settings)) as client:  # restarted: the same group
+        restored = client.get("/v1/models/m").json()
+        assert {k: restored[k] for k in ("member", "kind", "version", "challengers")} == {
+            k: served[k] for k in ("member", "kind", "version", "challengers")
+        }
+        undone = client.post("/v1/models/m/promote", json={"challenger": "original"})
+        assert undone.json()["kind"] == "linear-pa" and undone.json()["member"] == "original"
+
+
+def test_the_policy_promotes_a_better_challenger(settings):
+    with TestClient(create_app(settings)) as client:
+        linear(client, promotion={"auto": True, "confidence": 0.95, "min_examples": 100})
+        client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        for k in range(10):
+            feed(client, examples(100, seed=k))
+        info = client.get("/v1/models/m").json()
+        assert info["member"] == "c1" and info["promotions"] == 1
+        assert info["promotion"] == {"auto": True, "confidence": 0.95, "min_examples": 100}
+
+
+def test_challengers_are_checked_and_counted_as_models(settings):
+    limited = settings.model_copy(update={"max_models": 2})
+    with TestClient(create_app(limited)) as client:
+        linear(client)
+        post = client.post
+        assert post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"}).status_code == 201
+        for body, status, code in (
+            ({"name": "c1", "kind": "dos"}, 409, "member_exists"),
+            ({"name": "c2", "kind": "dos"}, 409, "too_many_models"),
+            ({"name": "c2", "kind": "pqr", "params": {"task": "regression"}}, 422, None),
+            ({"name": "c2", "kind": "dos", "params": {"rank": 0}}, 422, "invalid_params"),
+        ):
+            refused = post("/v1/models/m/challengers", json=body)
+            assert refused.status_code == status, (body, refused.text)
+            assert code is None or refused.json()["error"]["code"] == code
+        assert client.delete("/v1/models/m/challengers/original").status_code == 409
+        assert client.delete("/v1/models/m/challengers/nope").status_code == 404
+        assert client.delete("/v1/models/m/challengers/c1").status_code == 204
+        assert client.get("/v1/models/m/challengers").json() == {"challengers": []}
+        assert post("/v1/models/m/challengers", json={"name": "c2", "kind": "dos"}).status_code == 201
+
+
+def test_paused_learning_logs_and_resumes_in_order_or_discards(settings):
+    batches = [examples(20, seed=k, product=False) for k in range(4)]
+    with TestClient(create_app(settings)) as client:
+        linear(client, name="m")
+        linear(client, name="reference")
+        feed(client, batches[0])
+        feed(client, batches[0], name="reference")
+        paused = client.post("/v1/models/m/learning", json={"paused": True})
+        assert paused.status_code == 200 and paused.json()["learning"] == {
+            "paused": True,
+            "backlog": 0,
+        }
+        answer = feed(client, batches[1])
+        assert answer["learned"] == 0 and answer["logged"] == 20
+        feed(client, batches[2])
+        info = client.get("/v1/models/m").json()
+        assert info["examples_learned"] == 20 and info["learning"]["backlog"] == 2
+        assert client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 0, 0, 0]}]})
+    with TestClient(create_app(settings)) as client:  # a restart while paused: backlog kept
+        assert client.get("/v1/models/m").json()["learning"] == {"paused": True, "backlog": 2}
+        resumed = client.post("/v1/models/m/learning", json={"paused": False})
+        assert resumed.json()["learning"] == {"paused": False, "backlog": 0}
+        for batch in batches[1:3]:
+            feed(client, batch, name="reference")
+        mine, theirs = (
+            client.post(f"/v1/models/{n}/predict", json={"instances": [{"x": [1, 2, 3, 4]}]})
+            .json()["predictions"][0]["score"]
+            for n in ("m", "reference")
+        )
+        assert mine == theirs and client.get("/v1/models/m").json()["examples_learned"] == 60
+        client.post("/v1/models/m/learning", json={"paused": True})
+        feed(client, batches[3])
+        dropped = client.post("/v1/models/m/learning", json={"paused": False, "discard": True})
+        assert dropped.json()["learning"] == {"paused": False, "backlog": 0}
+        bad = client.post("/v1/models/m/learning", json={"paused": True, "discard": True})
+        assert bad.status_code == 422
+    with TestClient(create_app(settings)) as client:  # the discard is durable
+        info = client.get("/v1/models/m").json()
+        assert info["examples_learned"] == 60 and info["learning"]["backlog"] == 0
+
+
+def test_drift_starts_a_challenger_that_the_policy_can_promote(settings):
+    """Labels flipped after 2,000 examples: the champion's errors rise, the detector sees it,
+    a fresh copy of the champion starts learning and is promoted once it is better."""
+    stream = examples(4000, seed=3, product=False)
+    for example in stream[2000:]:
+        example["label"] = -example["label"]
+    with TestClient(create_app(settings)) as client:
+        linear(
+            client,
+            drift={"detector": "adwin", "on_drift": "challenger"},
+            promotion={"auto": True, "confidence": 0.95, "min_examples": 200},
+        )
+        for k in range(0, 4000, 200):
+            feed(client, stream[k : k + 200])
+        info = client.get("/v1/models/m").json()
+        assert info["drift"]["detections"] >= 1
+        assert info["drift"]["last_detected_at_example"] > 2000
+        assert info["member"] == "drift" and info["promotions"] == 1
+        assert info["metrics"]["recent_accuracy"] > 0.9
+
+
+def test_serve_best_serves_the_better_variant(settings):
+    """With ``serve: best`` predict serves the averaged variant once it is better."""
+    stream = examples(3000, seed=5, product=False)
+    rng = np.random.default_rng(5)
+    for example in stream:  # label noise: the time average does better than the live model
+        if rng.random() < 0.25:
+            example["label"] = -example["label"]
+    with TestClient(create_app(settings)) as client:
+        linear(
+            client,
+            averaging={"interval": 50},
+            serve="best",
+            promotion={"confidence": 0.9, "min_examples": 1},
+        )
+        for k in range(0, 3000, 100):
+            feed(client, stream[k : k + 100])
+        info = client.get("/v1/models/m").json()
+        assert info["variant"] == "averaged"
+        live, averaged = info["variants"]["live"], info["variants"]["averaged"]
+        assert averaged["comparison"] is None and live["comparison"]["verdict"] in (
+            "worse",
+            "undecided",
+        )
+        answer = client.post("/v1/models/m/predict", json={"instances": [{"x": [1, 0, 0, 0]}]})
+        assert answer.json()["variant"] == "averaged"
+
+
+def test_policies_are_patched_durably(settings):
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        patched = client.patch(
+            "/v1/models/m", json={"serve": "best", "drift": {"detector": "page_hinkley"}}
+        )
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["serve"] == "best" and patched.json()["drift"]["detections"] == 0
+        bad = client.patch("/v1/models/m", json={"drift": {"detector": "adwin", "params": {"x": 1}}})
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_params"
+        assert client.patch("/v1/models/m", json={}).status_code == 422
+    with TestClient(create_app(settings)) as client:
+        info = client.get("/v1/models/m").json()
+        assert info["serve"] == "best" and info["drift"]["detector"] == "page_hinkley"
+        removed = client.patch("/v1/models/m", json={"drift": None}).json()
+        assert removed["drift"] is None
