@@ -654,10 +654,16 @@ class LiveModel:
                 return lambda: self.group.pause(True)
 
             answer = self._commit(change, save, view, key)
-            if not discard and self.journal is not None and self.record.backlog:
-                self.record.caught_up()  # (read after the log position: the backlog)
-                self.journal.doubt()  # (learned now, or before the next append if this fails)
-                self._catch_up()
+            if discard or self.journal is None or not self.record.backlog:
+                return answer
+            self.record.caught_up()  # (read after the log position: the backlog)
+            self.journal.doubt()  # (learned now, or before the next append if this fails)
+            self._catch_up()
+            # the answer (and ``key``'s, saved with the next snapshot) once the backlog is
+            # learned; a crash before that snapshot answers a retry from the one saved above
+            answer = view(self)
+            if key is not None:
+                self.answers.record(key, time.time(), body=answer)
             return answer
 
     # -- state ---------------------------------------------------------------------------

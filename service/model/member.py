@@ -75,10 +75,13 @@ class MemberStep(NamedTuple):
 def _joined(parts: list[Learned]) -> Learned:
     if len(parts) == 1:
         return parts[0]
+    fields = zip(*parts, strict=True)  # (one example's fields may be scalars or lists)
     return Learned(
         *(
-            None if parts[0][k] is None else np.concatenate([np.asarray(p[k]) for p in parts])
-            for k in range(len(Learned._fields))
+            None
+            if any(value is None for value in values)
+            else np.concatenate([np.ravel(np.asarray(value)) for value in values])
+            for values in fields
         )
     )
 
