@@ -12,6 +12,12 @@ Traceback (most recent call last):
 ValueError: n_basis must be an integer >= 1, got 0
 >>> check_choice("mode", "pa1", ("pa", "pa1", "pa2"))
 'pa1'
+>>> check_unit_interval("delta", 1.0)
+Traceback (most recent call last):
+...
+ValueError: delta must be a number in (0, 1), got 1.0
+>>> check_stream_values("values", [0, 1, 0.5])
+array([0. , 1. , 0.5])
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 from typing import NamedTuple
+
+import numpy as np
 
 __all__ = [
     "PA_MODES",
@@ -31,6 +39,8 @@ __all__ = [
     "check_non_negative",
     "check_pa_params",
     "check_positive",
+    "check_stream_values",
+    "check_unit_interval",
 ]
 
 #: Passive-aggressive variants, dispatched to the kernels as small integers.
@@ -119,3 +129,52 @@ def check_pa_params(mode: str, C) -> PAVariant:
     if mode not in PA_MODES:
         raise ValueError(f"mode must be one of {sorted(PA_MODES)}, got {mode!r}")
     return PAVariant(PA_MODES[mode], check_positive("C", C))
+
+
+def check_unit_interval(
+    name: str, value, *, include_zero: bool = False, include_one: bool = False
+) -> float:
+    """A number in the open interval (0, 1), or with the flags [0, 1) / (0, 1] / [0, 1]: a
+    significance level, a forgetting factor.
+
+    >>> check_unit_interval("alpha", 1, include_one=True)
+    1.0
+    """
+    low, high = "[" if include_zero else "(", "]" if include_one else ")"
+    if not (
+        _is_real(value)
+        and math.isfinite(value)
+        and (0 < value or (include_zero and value == 0))
+        and (value < 1 or (include_one and value == 1))
+    ):
+        raise ValueError(f"{name} must be a number in {low}0, 1{high}, got {value!r}")
+    return float(value)
+
+
+def check_stream_values(name: str, values, *, max_abs: float | None = None) -> np.ndarray:
+    """A 1-D stream of real values (booleans, integers or floats) as a contiguous float64
+    array: finite, and at most ``max_abs`` in absolute value when given. Strings, objects,
+    complex numbers and arrays of another dimension are refused.
+
+    >>> check_stream_values("values", np.array([1.0, np.inf]))
+    Traceback (most recent call last):
+    ...
+    ValueError: values must be finite, got inf at index 1
+    """
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array, got shape {array.shape}")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    finite = np.isfinite(array)
+    if not finite.all():
+        first = int(np.argmin(finite))
+        raise ValueError(f"{name} must be finite, got {array[first]} at index {first}")
+    if max_abs is not None and array.size and np.abs(array).max() > max_abs:
+        first = int(np.argmax(np.abs(array) > max_abs))
+        raise ValueError(
+            f"{name} must be at most {max_abs:g} in absolute value, got {float(array[first])!r} at "
+            f"index {first}"
+        )
+    return array
