@@ -84,9 +84,9 @@ def test_promotion_serves_the_challenger_durably_and_can_be_undone(settings):
         promoted = client.post("/v1/models/m/promote", json={"challenger": "c1"}, headers=headers)
         assert promoted.status_code == 200, promoted.text
         info = promoted.json()
-        assert info["kind"] == "dos" and info["member"] == "c1" and info["challengers"] == [
-            "original"
-        ]
+        assert (
+            info["kind"] == "dos" and info["member"] == "c1" and info["challengers"] == ["original"]
+        )
         again = client.post("/v1/models/m/promote", json={"challenger": "c1"}, headers=headers)
         assert again.json() == info and again.headers["idempotent-replayed"] == "true"
         after = client.post("/v1/models/m/predict", json=query).json()
@@ -123,7 +123,9 @@ def test_challengers_are_checked_and_counted_as_models(settings):
     with TestClient(create_app(limited)) as client:
         linear(client)
         post = client.post
-        assert post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"}).status_code == 201
+        assert (
+            post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"}).status_code == 201
+        )
         for body, status, code in (
             ({"name": "c1", "kind": "dos"}, 409, "member_exists"),
             ({"name": "c2", "kind": "dos"}, 409, "too_many_models"),
@@ -137,7 +139,9 @@ def test_challengers_are_checked_and_counted_as_models(settings):
         assert client.delete("/v1/models/m/challengers/nope").status_code == 404
         assert client.delete("/v1/models/m/challengers/c1").status_code == 204
         assert client.get("/v1/models/m/challengers").json() == {"challengers": []}
-        assert post("/v1/models/m/challengers", json={"name": "c2", "kind": "dos"}).status_code == 201
+        assert (
+            post("/v1/models/m/challengers", json={"name": "c2", "kind": "dos"}).status_code == 201
+        )
 
 
 def test_paused_learning_logs_and_resumes_in_order_or_discards(settings):
@@ -165,8 +169,9 @@ def test_paused_learning_logs_and_resumes_in_order_or_discards(settings):
         for batch in batches[1:3]:
             feed(client, batch, name="reference")
         mine, theirs = (
-            client.post(f"/v1/models/{n}/predict", json={"instances": [{"x": [1, 2, 3, 4]}]})
-            .json()["predictions"][0]["score"]
+            client.post(
+                f"/v1/models/{n}/predict", json={"instances": [{"x": [1, 2, 3, 4]}]}
+            ).json()["predictions"][0]["score"]
             for n in ("m", "reference")
         )
         assert mine == theirs and client.get("/v1/models/m").json()["examples_learned"] == 60
@@ -183,23 +188,32 @@ def test_paused_learning_logs_and_resumes_in_order_or_discards(settings):
 
 def test_drift_starts_a_challenger_that_the_policy_can_promote(settings):
     """Labels flipped after 2,000 examples: the champion's errors rise, the detector sees it,
-    a fresh copy of the champion starts learning and is promoted once it is better."""
-    stream = examples(4000, seed=3, product=False)
+    a fresh copy of the champion starts learning and is promoted once it is better; the same
+    model without the policy (a soft margin slow to unlearn) is still worse 400 examples on."""
+    stream = examples(2400, seed=3, product=False)
     for example in stream[2000:]:
         example["label"] = -example["label"]
+    slow = {"mode": "pa1", "C": 0.002}
     with TestClient(create_app(settings)) as client:
         linear(
             client,
+            params=slow,
             drift={"detector": "adwin", "on_drift": "challenger"},
-            promotion={"auto": True, "confidence": 0.95, "min_examples": 200},
+            promotion={"auto": True, "confidence": 0.95, "min_examples": 100},
         )
-        for k in range(0, 4000, 200):
+        linear(client, name="plain", params=slow)
+        for k in range(0, 2400, 200):
             feed(client, stream[k : k + 200])
+            feed(client, stream[k : k + 200], name="plain")
+            if k < 2000:  # (a learning curve falling is not a drift)
+                assert client.get("/v1/models/m").json()["drift"]["detections"] == 0
         info = client.get("/v1/models/m").json()
-        assert info["drift"]["detections"] >= 1
-        assert info["drift"]["last_detected_at_example"] > 2000
+        assert info["drift"]["detections"] == 1
+        assert 2000 < info["drift"]["last_detected_at_example"] < 2100
         assert info["member"] == "drift" and info["promotions"] == 1
-        assert info["metrics"]["recent_accuracy"] > 0.9
+        assert info["challengers"] == ["original"]
+        plain = client.get("/v1/models/plain").json()
+        assert plain["metrics"]["recent_accuracy"] < info["metrics"]["recent_accuracy"] - 0.1
 
 
 def test_serve_best_serves_the_better_variant(settings):
@@ -237,7 +251,9 @@ def test_policies_are_patched_durably(settings):
         )
         assert patched.status_code == 200, patched.text
         assert patched.json()["serve"] == "best" and patched.json()["drift"]["detections"] == 0
-        bad = client.patch("/v1/models/m", json={"drift": {"detector": "adwin", "params": {"x": 1}}})
+        bad = client.patch(
+            "/v1/models/m", json={"drift": {"detector": "adwin", "params": {"x": 1}}}
+        )
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_params"
         assert client.patch("/v1/models/m", json={}).status_code == 422
     with TestClient(create_app(settings)) as client:
