@@ -23,7 +23,9 @@ from service.durability.file_log import FileLog
 from service.durability.local_store import LocalStore
 from service.durability.redis_log import RedisLog
 from service.durability.redis_store import RedisStore
+from service.durability.capture import GROUP, MEMBERS, split_service
 from service.durability.store import decode
+from service.model.group import loads
 
 N_FEATURES = 6
 SPEC = {
@@ -226,3 +228,92 @@ def test_log_fsync_setting_reaches_the_log(tmp_path, fsync):
     assert isinstance(journal, FileLog) and journal.fsync == fsync
     assert journal.directory == tmp_path / ".log"
     assert make_log(Settings(snapshot_dir=tmp_path, feedback_log=False), None) is None
+
+
+def group_state(state: dict) -> tuple[dict, dict, dict]:
+    """A snapshot's champion arrays, its challengers' arrays (by name) and its group state
+    (``service.model.group``: comparisons, detector, policies, counts)."""
+    estimator, service = split_service(state)
+    members = {}
+    for name, blob in service.get(MEMBERS, {}).get("arrays", {}).items():
+        members[name] = split_service(decode(bytes(blob))[1])[0]["arrays"]
+    return estimator["arrays"], members, loads(service[GROUP]["arrays"]["state"])
+
+
+def test_a_model_with_challengers_survives_sigkill_bit_exact(tmp_path):
+    """A champion with a challenger, a drift detector and the comparisons between every
+    member and variant, learning through SIGKILLs (the file log trimmed by snapshots): the
+    recovered group equals, array for array and statistic for statistic, a group that
+    learned the logged records in order in this process."""
+    from service.config import Settings
+    from service.main import create_app
+    from tests.service.conftest import TestClient
+
+    snapshots, log, archive = tmp_path / "snapshots", tmp_path / "log", tmp_path / "archive"
+    service = ServiceProcess(
+        {
+            "LORENTZTRON_SNAPSHOT_DIR": str(snapshots),
+            "LORENTZTRON_LOG_DIR": str(log),
+            "LORENTZTRON_LOG_ARCHIVE_DIR": str(archive),
+            "LORENTZTRON_SNAPSHOT_INTERVAL": "0.3",
+            "LORENTZTRON_LOG_SNAPSHOT_RECORDS": "40",
+            "LORENTZTRON_LOG_LEVEL": "warning",
+        },
+        tmp_path / "service.log",
+    )
+    spec = {**SPEC, "drift": {"detector": "page_hinkley", "params": {"threshold": 5.0}}}
+    challenger = {"name": "c1", "kind": "dos", "params": {"rank": 1, "seed": 5}}
+    clients = Clients(3, seed=30)
+    rng = np.random.default_rng(2)
+    try:
+        service.start()
+        assert httpx.post(f"{service.url}/v1/models", json=spec).status_code == 201
+        added = httpx.post(f"{service.url}/v1/models/m/challengers", json=challenger)
+        assert added.status_code == 201, added.text
+        clients.url = service.url
+        clients.start()
+        for _ in range(3):
+            time.sleep(rng.uniform(0.4, 1.2))
+            service.kill()
+            service.start()
+            clients.url = service.url
+        time.sleep(0.5)
+        clients.stop()
+        info = httpx.get(f"{service.url}/v1/models/m").json()
+        assert info["challengers"] == ["c1"]
+        assert httpx.post(f"{service.url}/v1/models/m/snapshots").status_code == 201
+    finally:
+        service.kill()
+    assert not clients.unexpected, clients.unexpected[:3]
+    _, state = decode(LocalStore(snapshots).load("m"))
+    records = [r for _, r in FileLog(archive).read_after("m", None)]
+    records += [r for _, r in FileLog(log).read_after("m", None)]
+    assert len(clients.acked) > 20 and list(archive.glob("m/*.log"))
+    with TestClient(create_app(Settings(snapshot_dir=tmp_path / "reference"))) as client:
+        assert client.post("/v1/models", json=spec).status_code == 201
+        assert client.post("/v1/models/m/challengers", json=challenger).status_code == 201
+        for record in records:
+            batch, targets, _ = decode_record(record)
+            X = batch.values.reshape(batch.n_rows, N_FEATURES)
+            body = [
+                {"x": x.tolist(), "label": 1 if t == 1 else -1}
+                for x, t in zip(X, targets, strict=True)
+            ]
+            assert client.post("/v1/models/m/feedback", json={"examples": body}).status_code == 200
+        assert client.post("/v1/models/m/snapshots").status_code == 201
+    _, expected = decode(LocalStore(tmp_path / "reference").load("m"))
+    champion, members, group = group_state(state)
+    champion_ref, members_ref, group_ref = group_state(expected)
+    assert (
+        group["examples"]
+        == group_ref["examples"]
+        == sum(decode_record(r)[0].n_rows for r in records)
+    )
+    assert sorted(group["comparisons"]) == ["c1/averaged", "c1/live", "original/averaged"]
+    assert group["detector"]["scalars"]["n"] == group["examples"]
+    assert group == group_ref
+    assert sorted(members) == sorted(members_ref) == ["c1"]
+    for arrays, reference in ((champion, champion_ref), (members["c1"], members_ref["c1"])):
+        assert sorted(arrays) == sorted(reference)
+        for name, array in reference.items():
+            assert np.array_equal(arrays[name], array), name
