@@ -9,32 +9,21 @@ from fastapi.responses import HTMLResponse
 
 from core import __version__
 from service.http.deps import App, Read
-from service.http.views import model_info
+from service.http.views import challenger_info, model_info
+from service.model.live import LiveModel
 
 router = APIRouter(tags=["status"])
 
 
 @router.get("/v1/status/history", dependencies=[Read])
 def status_history(app: App, request: Request) -> dict:
-    """Live models and the sampled history of their metrics and of request latency."""
+    """Live models (members side by side, drift, learning) and the sampled history."""
     history = request.app.state.history
     models = []
     now = time.time()
     for live in app.models.serving():
-        info = live.describe(model_info)
         models.append(
-            {
-                key: info[key]
-                for key in (
-                    "name",
-                    "kind",
-                    "task",
-                    "version",
-                    "examples_learned",
-                    "predictions",
-                    "metrics",
-                )
-            }
+            live.describe(model_status)
             | {"snapshot_age_seconds": now - (live.record.last_snapshot_at or live.created_at)}
         )
     return {
@@ -45,6 +34,54 @@ def status_history(app: App, request: Request) -> dict:
         "models": models,
         "samples": history.samples(),
     }
+
+
+#: what the status page shows of a model's info (``GET /v1/models/{name}``)
+MODEL_FIELDS = (
+    "name",
+    "kind",
+    "task",
+    "version",
+    "examples_learned",
+    "predictions",
+    "metrics",
+    "member",
+    "variant",
+    "promotion",
+    "serve",
+    "promotions",
+    "drift",
+    "learning",
+)
+
+
+def model_status(live: LiveModel) -> dict:
+    """A model as the status page shows it, read at once under its lock: its info (what
+    serves: ``member`` and ``variant``; drift; learning paused and backlog) and every
+    member, the champion first, with its variants side by side (each one's progressive
+    metrics, comparison with what serves, and whether it serves)."""
+    info = model_info(live)
+    members = []
+    for member in live.group.members():
+        shown = challenger_info(live, member)
+        serving = shown["name"] == info["member"]
+        members.append(
+            {
+                "name": shown["name"],
+                "kind": shown["kind"],
+                "examples_learned": shown["examples_learned"],
+                "serving": serving,
+                "variants": {
+                    variant: {
+                        "serving": serving and variant == info["variant"],
+                        "metrics": figures["metrics"],
+                        "comparison": figures["comparison"],
+                    }
+                    for variant, figures in shown["variants"].items()
+                },
+            }
+        )
+    return {key: info[key] for key in MODEL_FIELDS} | {"members": members}
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -88,6 +125,15 @@ PAGE = """<!doctype html>
   .legend { display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 12px; margin-top: 4px; }
   .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
               margin-right: 5px; vertical-align: -1px; }
+  h3 { font-size: 13px; margin: 14px 0 4px; }
+  h3 span { font-weight: normal; }
+  p.note { margin: 0 0 4px; font-size: 12px; }
+  div[data-members] { overflow-x: auto; }
+  table.members th, table.members td { padding: 5px 7px; }
+  table.members td { white-space: nowrap; }
+  tr.serving td { font-weight: 600; }
+  td.better { color: #027a48; }
+  td.worse, .warn { color: #b54708; }
   #auth { display: none; }
   #error { color: #b42318; }
   input { font: inherit; padding: 4px 6px; }
@@ -119,6 +165,14 @@ PAGE = """<!doctype html>
       </tr></thead>
       <tbody id="models"><tr><td colspan="10" class="muted">no models yet</td></tr></tbody>
     </table>
+  </section>
+  <section>
+    <h2>Members</h2>
+    <p class="muted note">Every member of a model (the champion, then its challengers) and its
+      variants side by side. Each scores every example before learning it, so each is compared
+      with what serves on the same examples: the mean difference of their errors (negative:
+      fewer errors), its interval and the verdict at the model's confidence.</p>
+    <div id="members"><p class="muted">no models yet</p></div>
   </section>
   <div class="grid">
     <section><h2>Progressive accuracy (recent window)</h2><div id="accuracy"></div></section>
@@ -284,6 +338,92 @@ function renderModels(models) {
   }
 }
 
+function node(tag, text, className) {
+  const made = document.createElement(tag);
+  if (text !== undefined) made.textContent = text;
+  if (className) made.className = className;
+  return made;
+}
+
+function signed(v) {
+  return v === null || v === undefined ? fmt(v) : (v > 0 ? "+" : "") + fmt(v);
+}
+
+// what serves, the promotion policy and the drift detector of a model, in words
+function modelLine(m) {
+  const p = m.promotion, d = m.drift;
+  const parts = [`serves ${m.member}/${m.variant}` + (m.serve === "best" ? " (best variant)" : "")];
+  parts.push(p.auto ? `automatic promotion after ${p.min_examples} examples at ${p.confidence}`
+                    : `promotion by an operator (confidence ${p.confidence})`);
+  parts.push(`${m.promotions} promotion(s)`);
+  if (d) {
+    const last = d.last_detected_at_example;
+    parts.push(`drift (${d.detector}): ${d.detections} detection(s)` +
+               (last === null ? "" : `, the last at example ${last}`) +
+               (d.on_drift === "challenger" ? ", each starts a challenger" : ""));
+  } else {
+    parts.push("no drift detector");
+  }
+  return parts.join(" \u00b7 ");
+}
+
+const MEMBER_COLUMNS = [
+  "member", "kind", "variant", "serves", "examples learned", "accuracy (recent)",
+  "accuracy (cumulative)", "loss (recent)", "loss (cumulative)", "vs what serves",
+  "paired examples", "error difference", "interval",
+];
+
+function renderMembers(models) {
+  const box = document.getElementById("members");
+  box.textContent = "";
+  if (!models.length) {
+    box.appendChild(node("p", "no models yet", "muted"));
+    return;
+  }
+  for (const m of models) {
+    const block = node("div");
+    block.dataset.members = m.name;
+    const title = node("h3", m.name + " ");
+    title.appendChild(node("span", modelLine(m) + " \u00b7 ", "muted"));
+    const paused = m.learning.paused;
+    const learning = node("span", paused ? `learning paused, backlog ${m.learning.backlog} ` +
+                                           "record(s)" : "learning", paused ? "warn" : "muted");
+    learning.dataset.learning = paused ? "paused" : "on";
+    title.appendChild(learning);
+    block.appendChild(title);
+    const table = node("table", undefined, "members");
+    const head = table.createTHead().insertRow();
+    MEMBER_COLUMNS.forEach((name, k) => head.appendChild(node("th", name, k >= 4 ? "num" : "")));
+    const body = table.createTBody();
+    for (const member of m.members) {
+      for (const [variant, shown] of Object.entries(member.variants)) {
+        const row = body.insertRow();
+        row.dataset.member = member.name;
+        row.dataset.variant = variant;
+        if (shown.serving) row.className = "serving";
+        const mt = shown.metrics, c = shown.comparison;
+        const loss = v => v === null ? fmt(null) : fmt(v) + " " + mt.loss_kind;
+        const cells = [
+          [member.name], [member.kind], [variant], [shown.serving ? "serves" : ""],
+          [member.examples_learned, "num"], [fmt(mt.recent_accuracy), "num"],
+          [fmt(mt.accuracy), "num"], [loss(mt.recent_loss), "num"], [loss(mt.loss), "num"],
+          [c ? c.verdict : fmt(null), c ? c.verdict : ""],
+          [c ? c.examples : fmt(null), "num"], [c ? signed(c.mean_difference) : fmt(null), "num"],
+          [c && c.interval ? `[${signed(c.interval[0])}, ${signed(c.interval[1])}]` : fmt(null),
+           "num"],
+        ];
+        for (const [text, className] of cells) {
+          const cell = row.insertCell();
+          cell.textContent = String(text);
+          if (className) cell.className = className;
+        }
+      }
+    }
+    block.appendChild(table);
+    box.appendChild(block);
+  }
+}
+
 let key = sessionStorage.getItem("lorentztron-key") || "";
 let interval = 5;
 
@@ -312,6 +452,7 @@ async function refresh() {
     `version ${data.service_version} \\u00b7 ${data.models.length} model(s) \\u00b7 ` +
     `${samples.length} samples every ${data.interval} s \\u00b7 updated ${clock(data.now)}`;
   renderModels(data.models);
+  renderMembers(data.models);
   chart("accuracy", modelSeries(samples, "accuracy"), t0, t1, [0, 1]);
   const lossName = (name, all) => {
     const last = all.map(s => s.models[name]).filter(Boolean).pop();

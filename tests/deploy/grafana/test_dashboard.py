@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import yaml
 
@@ -42,6 +43,16 @@ REQUIRED_METRICS = {
     "lorentztron_snapshot_failures_total",
     "lorentztron_freshness_seconds_bucket",  # the roles profile
     "lorentztron_log_unsnapshotted_records",
+    # a model's members and drift (issue 27)
+    "lorentztron_member_progressive_accuracy_ratio",
+    "lorentztron_member_progressive_loss",
+    "lorentztron_member_error_difference",
+    "lorentztron_member_verdict",
+    "lorentztron_member_serving",
+    "lorentztron_promotions_total",
+    "lorentztron_drift_detections_total",
+    "lorentztron_learning_paused",
+    "lorentztron_learning_backlog_records",
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
 }
@@ -76,6 +87,18 @@ def substitute(expr: str, models: list[str]) -> str:
     expr = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values[m.group(1) or m.group(2)], expr)
     assert "$" not in expr
     return expr
+
+
+def row_panels(board: dict, title: str) -> list[dict]:
+    """The panels under the row of this title (rows are not collapsed: the panels that
+    follow it, up to the next row)."""
+    found, inside = [], False
+    for panel in board["panels"]:
+        if panel["type"] == "row":
+            inside = panel["title"] == title
+        elif inside:
+            found.append(panel)
+    return found
 
 
 def provisioned_uid() -> str:
@@ -159,6 +182,141 @@ def test_dashboard_covers_the_service_and_reads_only_what_it_exports():
             used |= metric_names(target["expr"])
     assert used <= exported_metric_names(), used - exported_metric_names()
     assert REQUIRED_METRICS <= used, REQUIRED_METRICS - used
+
+
+MEMBERS_ROW = "Members and drift ($model)"
+
+
+def test_members_row_plots_every_member_and_variant_in_its_unit():
+    """The row of issue 27: each member variant's recent accuracy (a ratio) and its paired
+    error difference with what serves, the verdicts and what serves, promotions and drift
+    detections, the pause and its backlog; every per-member series is told apart by member
+    and variant."""
+    board = dashboard()
+    row = {panel["title"]: panel for panel in row_panels(board, MEMBERS_ROW)}
+    assert len(row) == 8, list(row)
+
+    def the(metric: str) -> dict:
+        (panel,) = [p for p in row.values() if any(metric in t["expr"] for t in p["targets"])]
+        return panel
+
+    def unit(panel: dict) -> str:
+        return panel["fieldConfig"]["defaults"]["unit"]
+
+    accuracy = the("lorentztron_member_progressive_accuracy_ratio")
+    assert unit(accuracy) == "percentunit" and "recent window" in accuracy["title"]
+    assert all('window="recent"' in t["expr"] for t in accuracy["targets"])
+    assert unit(the("lorentztron_member_progressive_loss")) == "short"
+    difference = the("lorentztron_member_error_difference")
+    assert unit(difference) == "short"  # error rates, or squared errors of a regression
+    steps = difference["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, 0]  # the zero line
+    for metric in (
+        "lorentztron_member_progressive_accuracy_ratio",
+        "lorentztron_member_progressive_loss",
+        "lorentztron_member_error_difference",
+        "lorentztron_member_verdict",
+        "lorentztron_member_serving",
+    ):
+        for target in the(metric)["targets"]:
+            assert "{{member}}/{{variant}}" in target["legendFormat"], metric
+            assert "{{model}}" in target["legendFormat"], metric
+    for metric in ("lorentztron_learning_paused", "lorentztron_learning_backlog_records"):
+        assert unit(the(metric)) == "short"
+        assert "{{model}}" in the(metric)["targets"][0]["legendFormat"]
+    counts = the("lorentztron_promotions_total")
+    assert counts is the("lorentztron_drift_detections_total") and counts["type"] == "stat"
+    for target in counts["targets"]:  # one number over the dashboard's range
+        assert "[$__range]" in target["expr"] and target["instant"], target["expr"]
+    assert unit(counts) == "short" and counts["fieldConfig"]["defaults"]["decimals"] == 0
+
+
+def value_mapping(panel: dict) -> dict[int, str]:
+    (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+    assert mapping["type"] == "value"
+    return {int(value): shown["text"] for value, shown in mapping["options"].items()}
+
+
+def test_state_panels_name_the_values_the_service_exports():
+    """The verdict gauge is 1 better, -1 worse, 0 undecided (service/ops/metrics.py), the
+    serving and paused gauges 1 or 0: the state timelines show those words."""
+    board = dashboard()
+    timelines = {
+        metric: panel
+        for panel in row_panels(board, MEMBERS_ROW)
+        if panel["type"] == "state-timeline"
+        for metric in metric_names(panel["targets"][0]["expr"])
+    }
+    assert value_mapping(timelines["lorentztron_member_verdict"]) == {
+        1: "better",
+        0: "undecided",
+        -1: "worse",
+    }
+    assert "1 better, -1 worse, 0 undecided" in Metrics().member_verdict._documentation
+    # only what serves is plotted (== 1), one bar per member and variant while it serves
+    assert timelines["lorentztron_member_serving"]["targets"][0]["expr"].endswith("== 1")
+    assert value_mapping(timelines["lorentztron_member_serving"]) == {1: "serves"}
+    assert value_mapping(timelines["lorentztron_learning_paused"]) == {
+        0: "learning",
+        1: "paused",
+    }
+
+
+def test_counts_over_the_range_include_a_counters_first_increment(promtool, tmp_path):
+    """A model's promotion and drift-detection counters are created by their first
+    increment, which increase() does not see: the stat counts such a counter whole, counts
+    only the range's increase of an older one, and shows 0 for a model without any (the
+    queries evaluated by promtool on synthetic series, as Grafana sends them for a 30-min
+    range)."""
+    (counts,) = [
+        p
+        for p in row_panels(dashboard(), MEMBERS_ROW)
+        if any("lorentztron_promotions_total" in t["expr"] for t in p["targets"])
+    ]
+    rules = tmp_path / "none.yml"
+    rules.write_text("groups: []\n")
+    cases = []
+    for target in counts["targets"]:
+        (counter,) = metric_names(target["expr"]) & {
+            "lorentztron_promotions_total",
+            "lorentztron_drift_detections_total",
+        }
+        expr = substitute(target["expr"], ["new", "old", "none"]).replace("[1m]", "[30m]")
+        expr = expr.replace("offset 1m", "offset 30m")
+        series = {
+            # created by its first two increments 40 minutes in, once more at 50
+            f'{counter}{{job="lorentztron", instance="a:8000", model="new"}}': "_x40 2x9 3x10",
+            # 5 before the range, 2 more within it
+            f'{counter}{{job="lorentztron", instance="a:8000", model="old"}}': "5x40 6x9 7x10",
+        }
+        series |= {
+            f'lorentztron_promotion_auto{{job="lorentztron", instance="a:8000", model="{m}"}}': (
+                "0x60"
+            )
+            for m in ("new", "old", "none")
+        }
+        cases.append(
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                "promql_expr_test": [
+                    {
+                        "expr": f"round({expr})",
+                        "eval_time": "60m",
+                        "exp_samples": [
+                            {"labels": f'{{job="lorentztron", model="{model}"}}', "value": n}
+                            for model, n in (("new", 3), ("old", 2), ("none", 0))
+                        ],
+                    }
+                ],
+            }
+        )
+    tests = tmp_path / "counts_test.yml"
+    tests.write_text(yaml.safe_dump({"rule_files": [str(rules)], "tests": cases}))
+    result = subprocess.run(
+        [promtool, "test", "rules", str(tests)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_provisioning_matches_the_compose_stack():

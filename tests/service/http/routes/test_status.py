@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 from service.config import Settings
 from service.main import create_app
@@ -46,6 +47,81 @@ def test_history_lists_models_and_samples(settings):
     assert set(body["models"][0]["metrics"]) >= {"recent_accuracy", "recent_loss", "loss_kind"}
     assert body["interval"] == 0.05 and body["span"] == 1.0
     assert body["samples"] and all({"t", "models", "endpoints"} <= set(s) for s in body["samples"])
+
+
+def product_examples(n: int, seed: int) -> list[dict]:
+    """Examples of y = sign(x0 x1): a DoS challenger learns it, the linear champion cannot."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)
+    return [{"x": x.round(4).tolist(), "label": int(label)} for x, label in zip(X, y, strict=True)]
+
+
+def test_history_shows_members_side_by_side_with_drift_and_learning(settings):
+    """Every member, the champion first, with its variants side by side (metrics, the
+    comparison with what serves and which one serves), as the model's own answers show
+    them; the drift detector's count and the paused learning's backlog."""
+    app = create_app(settings)
+    app.state.history = History(app.state.metrics, interval=0.05, span=1.0)
+    with TestClient(app) as client:
+        create(
+            client,
+            kind="linear-pa",
+            n_features=4,
+            averaging={"interval": 100},  # (one fold per batch below)
+            drift={"detector": "page_hinkley"},
+        )
+        added = client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        assert added.status_code == 201, added.text
+        for k in range(6):
+            answer = client.post(
+                "/v1/models/m/feedback", json={"examples": product_examples(100, k)}
+            )
+            assert answer.status_code == 200, answer.text
+        client.post("/v1/models/m/learning", json={"paused": True})
+        client.post("/v1/models/m/feedback", json={"examples": product_examples(10, 9)})
+        (model,) = client.get("/v1/status/history").json()["models"]
+        info = client.get("/v1/models/m").json()
+        (challenger,) = client.get("/v1/models/m/challengers").json()["challengers"]
+    assert (model["member"], model["variant"]) == ("original", "live")
+    assert model["learning"] == {"paused": True, "backlog": 1}
+    assert model["drift"]["detector"] == "page_hinkley"
+    assert model["drift"] == info["drift"] and model["promotions"] == 0
+    assert model["promotion"] == info["promotion"] and model["serve"] == "fixed"
+    original, c1 = model["members"]
+    assert (original["name"], original["kind"], original["serving"]) == (
+        "original",
+        "linear-pa",
+        True,
+    )
+    assert (c1["name"], c1["kind"], c1["serving"]) == ("c1", "dos", False)
+    assert original["examples_learned"] == c1["examples_learned"] == 600
+    for member in (original, c1):
+        assert list(member["variants"]) == ["live", "averaged"]
+    serving = {
+        (m["name"], variant)
+        for m in model["members"]
+        for variant, shown in m["variants"].items()
+        if shown["serving"]
+    }
+    assert serving == {("original", "live")}
+    # the same figures as the model's and the challenger's own answers
+    for variant in ("live", "averaged"):
+        for field in ("metrics", "comparison"):
+            assert original["variants"][variant][field] == info["variants"][variant][field]
+            assert c1["variants"][variant][field] == challenger["variants"][variant][field]
+    assert original["variants"]["live"]["comparison"] is None  # what serves
+    compared = c1["variants"]["live"]["comparison"]
+    assert compared["verdict"] == "better" and compared["examples"] == 600
+    assert compared["against"] == {"member": "original", "variant": "live"}
+    assert original["variants"]["averaged"]["comparison"]["examples"] == 600
+    assert set(original["variants"]["live"]["metrics"]) >= {
+        "accuracy",
+        "recent_accuracy",
+        "loss",
+        "recent_loss",
+        "loss_kind",
+    }
 
 
 def test_history_needs_a_read_key_when_reads_are_keyed(tmp_path):
@@ -90,7 +166,16 @@ def test_status_page_in_headless_chromium(tmp_path):
         httpx.Client(base_url=server.url, timeout=30) as http,
     ):
         names = traffic.create_models(http)
+        # a challenger beside spam's champion, a drift detector on churn
+        added = http.post("/v1/models/spam/challengers", json={"name": "c1", "kind": "dos"})
+        assert added.status_code == 201, added.text
+        patched = http.patch("/v1/models/churn", json={"drift": {"detector": "page_hinkley"}})
+        assert patched.status_code == 200, patched.text
         traffic.drive(http, seconds=5)
+        # demand's learning paused, one feedback request logged since
+        assert http.post("/v1/models/demand/learning", json={"paused": True}).status_code == 200
+        one = {"examples": [{"x": [0.1, 0.2, 0.3, 0.4], "label": 1.0}]}
+        assert http.post("/v1/models/demand/feedback", json=one).status_code == 200
         dom = chromium(binary, tmp_path / "profile", "--dump-dom", server.url + "/").stdout
         screenshot = tmp_path / "status_page.png"
         chromium(binary, tmp_path / "profile", f"--screenshot={screenshot}", server.url + "/")
@@ -101,6 +186,32 @@ def test_status_page_in_headless_chromium(tmp_path):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
         assert int(cells[3]) > 0  # version
         assert re.fullmatch(r"\d+ s", cells[9]), cells  # snapshot age
+    members = {
+        name: re.search(rf'<div data-members="{name}">(.*?)</div>', dom, re.S) for name in names
+    }
+    assert all(members.values()), "a model has no members table"
+    rows = {
+        (member, variant): (row, re.findall(r"<td[^>]*>(.*?)</td>", cells))
+        for member, variant, row, cells in re.findall(
+            r'<tr data-member="(\w+)" data-variant="(\w+)"([^>]*)>(.*?)</tr>',
+            members["spam"].group(1),
+        )
+    }
+    assert set(rows) == {(m, v) for m in ("original", "c1") for v in ("live", "averaged")}
+    row, cells = rows["original", "live"]
+    assert 'class="serving"' in row and cells[3] == "serves"
+    for member, variant in (("c1", "live"), ("c1", "averaged"), ("original", "averaged")):
+        row, cells = rows[member, variant]
+        assert "serving" not in row and cells[3] == ""
+        assert cells[9] in {"better", "worse", "undecided"}, cells  # the verdict
+        assert int(cells[10]) > 0  # paired examples
+        assert re.fullmatch(r"0\.\d{3}", cells[5]), cells  # recent accuracy
+    assert "drift (page_hinkley): " in members["churn"].group(1)
+    assert "no drift detector" in members["spam"].group(1)
+    assert re.search(
+        r'data-learning="paused"[^>]*>learning paused, backlog 1 record', members["demand"].group(1)
+    )
+    assert 'data-learning="on"' in members["spam"].group(1)
     for link in ("docs", "metrics"):
         assert f'<a href="{link}">' in dom
     for chart in ("accuracy", "loss", "latency", "rate"):
