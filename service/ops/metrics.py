@@ -401,11 +401,13 @@ class Metrics:
         series of members gone (removed, replaced) go too."""
         members, group = live.describe(_members_view), live.group
         name = live.name
-        present = set()
+        present, compared = set(), set()
         for member, variants, examples in members:
             self.member_examples.labels(name, member).set(examples)
             for variant, summary, comparison, serving in variants:
                 present.add((member, variant))
+                if comparison is not None:
+                    compared.add((member, variant))
                 for window, prefix in (("cumulative", ""), ("recent", "recent_")):
                     if summary[prefix + "accuracy"] is not None:
                         self.member_accuracy.labels(name, member, variant, window).set(
@@ -422,10 +424,19 @@ class Metrics:
                         self.member_difference.labels(name, member, variant).set(difference)
                     verdict = {"better": 1, "worse": -1}.get(comparison["verdict"], 0)
                     self.member_verdict.labels(name, member, variant).set(verdict)
-        for metric in (self.member_difference, self.member_verdict, self.serving):
+        for metric, kept in (
+            (self.member_difference, compared),  # (what serves is compared with nothing)
+            (self.member_verdict, compared),
+            (self.serving, present),
+            (self.member_accuracy, present),
+            (self.member_loss, present),
+        ):
             for labels in list(metric._metrics):
-                if labels[0] == name and (labels[1], labels[2]) not in present:
+                if labels[0] == name and (labels[1], labels[2]) not in kept:
                     metric.remove(*labels)
+        for labels in list(self.member_examples._metrics):
+            if labels[0] == name and labels[1] not in {member for member, _ in present}:
+                self.member_examples.remove(*labels)
         policy = group.policy
         self.promotion_auto.labels(name).set(1 if policy.promotion.auto else 0)
         self.paused.labels(name).set(1 if group.paused else 0)
@@ -446,6 +457,9 @@ class Metrics:
             lambda: time.time() - (live.record.last_snapshot_at or live.created_at)
         )
         self.models.inc()
+        # (at 0 from the start, so that ``increase()`` sees a model's first promotion or drift)
+        self.promotions.labels(live.name)
+        self.drift_detections.labels(live.name)
 
     def not_owner(self, name: str, learner: str) -> None:
         """A learner no longer owns the model: its owner series goes."""

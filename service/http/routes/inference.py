@@ -255,13 +255,12 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
         except ValueError as error:
             raise _invalid(f"input: {error}") from None
         labels, scores, probabilities = live.predict_batch(batch, variant, member)
-        family = live.group.member(member).family  # (the member's: a challenger may differ)
     app.metrics.predicted(name, len(labels))
     outputs = {
         "label": (_label_type(live), labels),
         "score": ("FP64", scores),
     }
-    if family.probabilistic:
+    if probabilities and probabilities[0] is not None:  # (the member's family: it may differ)
         outputs["probability"] = ("FP64", probabilities)
     return _response(head, live, outputs)
 

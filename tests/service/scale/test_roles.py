@@ -89,6 +89,55 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
         redis_server.stop()
 
 
+def test_replicas_serve_every_member_the_learner_learns(tmp_path):
+    """A challenger added on the learner learns the feedback logged through the replicas; the
+    replicas serve both members (shadow predictions), their comparison, and a promotion."""
+    redis_server = RedisServer(tmp_path)
+    redis_server.start()
+    learner, replicas = roles(redis_server.url, tmp_path)
+    try:
+        start_all((learner, *replicas))
+        assert httpx.post(f"{replicas[0].url}/v1/models", json=SPEC).status_code == 201
+        wait_for(lambda: version(learner.url) == 0, timeout=30)
+        challenger = {"name": "c1", "kind": "dos", "params": {"rank": 1, "seed": 2}}
+        refused = httpx.post(f"{replicas[0].url}/v1/models/m/challengers", json=challenger)
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "wrong_role"
+        added = httpx.post(f"{learner.url}/v1/models/m/challengers", json=challenger)
+        assert added.status_code == 201, added.text
+        rng = np.random.default_rng(1)
+        for round_ in range(20):
+            X = rng.standard_normal((5, 5))
+            body = {"examples": [{"x": x.tolist(), "label": 1 if x[0] > 0 else -1} for x in X]}
+            response = httpx.post(f"{replicas[round_ % 2].url}/v1/models/m/feedback", json=body)
+            assert response.status_code == 200, response.text
+        batches = 1 + 20  # (the challenger's version, then one per batch)
+        wait_for(lambda: all(version(s.url) == batches for s in (learner, *replicas)), timeout=30)
+
+        def comparisons(url):
+            info = httpx.get(f"{url}/v1/models/m/challengers").json()["challengers"]
+            return [(c["name"], c["examples_learned"], c["comparison"]) for c in info]
+
+        assert comparisons(learner.url)[0][1] == 100
+        assert comparisons(replicas[0].url) == comparisons(learner.url)
+        instances = {"instances": [{"x": rng.standard_normal(5).tolist()} for _ in range(4)]}
+
+        def scores(url, query=""):
+            answer = httpx.post(f"{url}/v1/models/m/predict{query}", json=instances).json()
+            return answer["member"], [p["score"] for p in answer["predictions"]]
+
+        shadow = scores(learner.url, "?member=c1")
+        assert shadow[0] == "c1" and shadow != scores(learner.url)
+        assert all(scores(r.url, "?member=c1") == shadow for r in replicas)
+        promoted = httpx.post(f"{learner.url}/v1/models/m/promote", json={"challenger": "c1"})
+        assert promoted.status_code == 200, promoted.text
+        wait_for(lambda: all(version(r.url) == batches + 1 for r in replicas), timeout=30)
+        assert all(scores(r.url) == shadow for r in replicas)
+        assert httpx.get(f"{replicas[1].url}/v1/models/m").json()["challengers"] == ["original"]
+    finally:
+        stop_all((*replicas, learner))
+        redis_server.stop()
+
+
 def test_roles_need_redis():
     from service.config import Settings
     from service.main import create_app

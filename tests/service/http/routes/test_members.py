@@ -4,6 +4,8 @@ serves, shadow predictions, drift, the pause of learning; all durable across res
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -261,3 +263,96 @@ def test_policies_are_patched_durably(settings):
         assert info["serve"] == "best" and info["drift"]["detector"] == "page_hinkley"
         removed = client.patch("/v1/models/m", json={"drift": None}).json()
         assert removed["drift"] is None
+
+
+@pytest.mark.parametrize(
+    "method, path, body, other",
+    [
+        ("post", "/challengers", {"name": "c2", "kind": "dos"}, {"name": "c3", "kind": "dos"}),
+        ("post", "/learning", {"paused": True}, {"paused": False}),
+        ("patch", "", {"serve": "best"}, {"serve": "fixed"}),
+        ("post", "/promote", {"challenger": "c1"}, {"challenger": "original"}),
+    ],
+)
+def test_every_change_honours_an_idempotency_key(settings, method, path, body, other):
+    """A retry with the key gets the first answer (and changes nothing: no new version);
+    the key with another body is refused."""
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        feed(client, examples(50))
+        headers = {"Idempotency-Key": "change-1"}
+        send = getattr(client, method)
+        first = send(f"/v1/models/m{path}", json=body, headers=headers)
+        assert first.status_code in (200, 201), first.text
+        version = client.get("/v1/models/m").json()["version"]
+        again = send(f"/v1/models/m{path}", json=body, headers=headers)
+        assert again.status_code == first.status_code and again.json() == first.json()
+        assert again.headers["idempotent-replayed"] == "true"
+        assert client.get("/v1/models/m").json()["version"] == version
+        reused = send(f"/v1/models/m{path}", json=other, headers=headers)
+        assert reused.status_code == 422, reused.text
+    with TestClient(create_app(settings)) as client:  # the answer survives a restart
+        restarted = getattr(client, method)(f"/v1/models/m{path}", json=body, headers=headers)
+        assert restarted.json() == first.json()
+        assert restarted.headers["idempotent-replayed"] == "true"
+
+
+def test_the_inference_protocol_knows_the_members(settings):
+    """V2: the metadata lists the members and the variant that serves; the request
+    parameter ``member`` scores with a challenger, as v1's ``?member=`` does."""
+    instances = [[1.0, 1.0, 0.0, 0.0], [1.0, -1.0, 0.5, 0.0]]
+    body = {
+        "inputs": [{"name": "input", "shape": [2, 4], "datatype": "FP64", "data": instances}],
+        "parameters": {"member": "c1"},
+    }
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        feed(client, examples(200))
+        metadata = client.get("/v2/models/m").json()
+        assert metadata["parameters"]["members"] == ["original", "c1"]
+        v1 = client.post(
+            "/v1/models/m/predict?member=c1", json={"instances": [{"x": x} for x in instances]}
+        ).json()
+        v2 = client.post("/v2/models/m/infer", json=body).json()
+        scores = next(o for o in v2["outputs"] if o["name"] == "score")["data"]
+        assert scores == [p["score"] for p in v1["predictions"]]
+        champion = client.post("/v2/models/m/infer", json={**body, "parameters": {}}).json()
+        assert next(o for o in champion["outputs"] if o["name"] == "score")["data"] != scores
+        missing = client.post("/v2/models/m/infer", json={**body, "parameters": {"member": "x"}})
+        assert missing.status_code == 404 and missing.json()["code"] == "member_not_found"
+
+
+def test_members_are_in_the_metrics(settings):
+    with TestClient(create_app(settings)) as client:
+        linear(client, averaging={"interval": 10}, drift={"detector": "page_hinkley"})
+        client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        feed(client, examples(300))
+        text = client.get("/metrics").text
+        assert 'lorentztron_promotions_total{model="m"} 0.0' in text
+        assert 'lorentztron_drift_detections_total{model="m"} 0.0' in text
+        client.post("/v1/models/m/promote", json={"challenger": "c1"})
+        client.post("/v1/models/m/learning", json={"paused": True})
+        feed(client, examples(10))
+        text = client.get("/metrics").text
+        for line in (
+            'lorentztron_member_serving{member="c1",model="m",variant="live"} 1.0',
+            'lorentztron_member_serving{member="original",model="m",variant="live"} 0.0',
+            'lorentztron_member_examples_learned{member="c1",model="m"} 300.0',
+            'lorentztron_promotions_total{model="m"} 1.0',
+            'lorentztron_learning_paused{model="m"} 1.0',
+            'lorentztron_learning_backlog_records{model="m"} 1.0',
+        ):
+            assert line in text, line
+        verdicts = re.findall(
+            r'lorentztron_member_verdict\{member="(\w+)",model="m",variant="(\w+)"', text
+        )
+        assert sorted(verdicts) == [
+            ("c1", "averaged"),
+            ("original", "averaged"),
+            ("original", "live"),
+        ]
+        client.delete("/v1/models/m/challengers/original")
+        text = client.get("/metrics").text
+        assert 'member="original"' not in text
