@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from core.drift import ADWIN, PageHinkley
-from core.sequential import PairedDifference
 
+from core.drift import ADWIN, PageHinkley
 from core.features import CSRBatch
+from core.sequential import PairedDifference
 from service.exceptions import InvalidRequest
 from service.model.member import Member, MemberStep
 

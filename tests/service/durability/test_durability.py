@@ -18,12 +18,12 @@ from benchmarks.servers import RedisServer, ServiceProcess
 from core.averaging import Averaged
 from core.calibration import Calibrated
 from core.dos import DoSClassifier
+from service.durability.capture import GROUP, MEMBERS, split_service
 from service.durability.feedback_log import decode_record
 from service.durability.file_log import FileLog
 from service.durability.local_store import LocalStore
 from service.durability.redis_log import RedisLog
 from service.durability.redis_store import RedisStore
-from service.durability.capture import GROUP, MEMBERS, split_service
 from service.durability.store import decode
 from service.model.group import loads
 
