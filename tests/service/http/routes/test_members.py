@@ -22,7 +22,9 @@ def examples(n: int, seed: int = 0, product: bool = True) -> list[dict]:
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, N_FEATURES))
     y = np.sign(X[:, 0] * X[:, 1] if product else X[:, 0] + X[:, 1])
-    return [{"x": x.round(4).tolist(), "label": int(label or 1)} for x, label in zip(X, y)]
+    return [
+        {"x": x.round(4).tolist(), "label": int(label or 1)} for x, label in zip(X, y, strict=True)
+    ]
 
 
 def feed(client, batch: list[dict], name: str = "m", **headers) -> dict:
