@@ -48,14 +48,12 @@ from service.durability.feedback_log import (
 from service.durability.idempotency import Answer, Answers, Key
 from service.durability.journal import Feedback, Journal
 from service.durability.record import DurabilityRecord, Position
-from service.durability.store import decode, encode
 from service.exceptions import InvalidRequest, NotFound, ServiceError
-from service.model import outcome
-from service.model.group import DRIFT, Group, Policy, dumps, loads
+from service.model import outcome, state
+from service.model.group import DRIFT, Group, Policy
 from service.model.lifecycle import Lifecycle
 from service.model.locks import RWLock
 from service.model.member import ORIGINAL, Member
-from service.model.spec import spec_from_json, spec_to_json
 from service.scale.deltas import RowChanges
 
 log = logging.getLogger("lorentztron")
@@ -76,12 +74,6 @@ class Footprint(NamedTuple):
 
     models: int
     nbytes: int
-
-
-def serving_member(state: dict) -> str:
-    """The name of the member whose estimator a snapshot state holds (``_capture``)."""
-    group = capture.split_service(state)[1].get(capture.GROUP)
-    return ORIGINAL if group is None else loads(group["arrays"]["state"])["serving"]
 
 
 def check_norms(batch: CSRBatch) -> None:
@@ -121,7 +113,7 @@ class LiveModel:
     ):
         self.name = name
         self._metrics_window = metrics_window
-        self._planner = planner
+        self.planner = planner
         self.group = Group(
             Member(spec, plan, metrics_window, member), policy or Policy(), self._fresh
         )
@@ -536,7 +528,7 @@ class LiveModel:
         with self.lock.write():
             answer = self._saved_answer(view, key)
             try:
-                save(self._capture(None))
+                save(state.capture_of(self, None))
             except BaseException:
                 self.answers.forget(key)
                 raise
@@ -631,7 +623,7 @@ class LiveModel:
         self.mark_all_changed()
         try:
             answer = self._saved_answer(view, key) if view is not None else None
-            save(self._capture(None))
+            save(state.capture_of(self, None))
         except BaseException:
             undo()
             self.record.set_version(version)
@@ -673,7 +665,7 @@ class LiveModel:
         the capture is encoded)."""
         capture.prepare_buffers(self.champion.estimator, self._buffers)
         with self.lock.read():
-            return self._capture(self._buffers)
+            return state.capture_of(self, self._buffers)
 
     def publication_state(self, full: bool, delta: Callable[[LiveModel], Any]) -> tuple:
         """A publication's capture and delta read together under the read lock: the whole
@@ -682,117 +674,41 @@ class LiveModel:
         if full:
             capture.prepare_buffers(self.champion.estimator, self._buffers)
         with self.lock.read():
-            return self._capture(self._buffers if full else None, arrays=full), delta(self)
+            return state.capture_of(self, self._buffers if full else None, full), delta(self)
 
-    def _capture(self, buffers: dict | None, arrays: bool = True) -> Capture:
-        """The model's state and record marks (read or writer lock held): its arrays copied
-        into ``buffers``, or (None) the estimator's own, for a capture written before the
-        writer lock is released (``save_held``, ``_commit``), or none (``arrays`` false)."""
-        estimator = self.champion.estimator
-        if arrays:
-            state = capture.estimator_state(estimator, buffers)
-        else:
-            state = {**estimator.get_state_meta(), "arrays": {}}
-        service = self.champion.service_parts()
-        service[capture.MODEL]["scalars"].update(
-            created_at=self.created_at, incarnation=self.record.incarnation
-        )
-        if len(self.answers):
-            service[capture.ANSWERS] = {"arrays": {"table": self.answers.get_state()}}
-        service[capture.GROUP] = {"arrays": {"state": dumps(self.group.get_state())}}
-        challengers = self.group.challengers()
-        if challengers:
-            service[capture.MEMBERS] = {
-                "arrays": {m.name: self._member_blob(m) for m in challengers}
-            }
-        # (read lock: the one snapshot writer takes it; ``SnapshotWriter`` gives the marks'
-        # first new record back if the write fails)
-        return Capture(capture.with_service(state, service), self.record.capture())
-
-    def _member_blob(self, member: Member) -> np.ndarray:
-        """A challenger's whole state (estimator and service parts) as a snapshot blob."""
-        state = capture.with_service(member.estimator.get_state(order="K"), member.service_parts())
-        blob = encode(self.name, self.record.version, spec_to_json(member.spec), state)
-        return np.frombuffer(blob, dtype=np.uint8)
-
-    def recover(self, header: dict, state: dict) -> None:
+    def recover(self, header: dict, snapshot: dict) -> None:
         """Become a snapshot (start-up, a takeover, before serving): its state, and the
         version and log position its header names (``service.durability.store``); the
         log after it is ``replay``ed next."""
         with self.lock.write():
-            self._load(state)
+            state.load(self, snapshot)
+            self.mark_all_changed()
             self.record.restored(header)
 
-    def adopt(self, state: dict, version: int) -> None:
+    def adopt(self, snapshot: dict, version: int) -> None:
         """Start from a model file's state at ``version`` (an import, an offline model),
         before serving; ValueError (nothing changed) if the state does not fit the spec."""
         with self.lock.write():
-            self._load(state)
+            state.load(self, snapshot)
+            self.mark_all_changed()
             self.record.set_version(version)
 
-    def _load(self, state: dict) -> None:
-        """Load a snapshot's state (writer lock held): the serving member's estimator and
-        service parts, the group and its other members (each kept if its name and spec are
-        the same, rebuilt otherwise), and the model's part."""
-        estimator_state, service = capture.split_service(state)
-        self._load_group(service, estimator_state)
-        self.mark_all_changed()
-        self._load_model_part(service)
-
-    def _load_group(self, service: dict, estimator_state: dict | None) -> None:
-        """The group and its members (writer lock held); the serving member's estimator from
-        ``estimator_state`` (None: a delta has written it already)."""
-        group = service.get(capture.GROUP)
-        if group is None:  # (a snapshot of a model of one member)
-            if estimator_state is not None:
-                self.champion.set_state(estimator_state, service)
-            return
-        group_state = loads(group["arrays"]["state"])
-        blobs = service.get(capture.MEMBERS, {}).get("arrays", {})
-        members = {}
-        for name, spec_json in group_state["members"].items():
-            member = self._member(name, spec_json)
-            if name != group_state["serving"]:
-                _, saved = decode(blobs[name])
-                member.set_state(*capture.split_service(saved))
-            elif estimator_state is not None:
-                member.set_state(estimator_state, service)
-            members[name] = member
-        self.group.set_state(group_state, members)
-
-    def _member(self, name: str, spec_json: dict) -> Member:
-        """The member ``name`` of a spec read from a snapshot: the one this model holds if
-        its spec is the same (loaded in place), else a new one."""
-        spec = spec_from_json(spec_json)
-        held = self.group.member(name) if name in self.group.names() else None
-        if held is not None and held.spec == spec:
-            return held
-        return Member(spec, self._planner(spec), self._metrics_window, name)
-
-    def _load_model_part(self, service: dict) -> None:
-        scalars = service.get(capture.MODEL, {}).get("scalars", {})
-        self.created_at = scalars.get("created_at", self.created_at)
-        if capture.ANSWERS in service:
-            self.answers.set_state(service[capture.ANSWERS]["arrays"]["table"])
-
-    def load_version(self, state: dict, version: int, position: Position) -> None:
+    def load_version(self, snapshot: dict, version: int, position: Position) -> None:
         """Serve a published version (api replicas): its state, version and log position."""
         with self.lock.write():
-            self._load(state)
+            state.load(self, snapshot)
+            self.mark_all_changed()
             self.record.loaded(version, position)
 
     def load_delta(
-        self, write: Callable[[Estimator], None], state: dict, version: int, position: Position
+        self, write: Callable[[Estimator], None], snapshot: dict, version: int, position: Position
     ) -> None:
         """Serve a published version from a delta (api replicas, ``service.scale.deltas``):
-        ``write`` changes the estimator's arrays in place, ``state`` (without arrays) gives
-        the estimator's scalars and the service's part."""
-        estimator_state, service = capture.split_service(state)
+        ``write`` changes the estimator's arrays in place, ``snapshot`` (without arrays)
+        gives the estimator's scalars and the service's part."""
         with self.lock.write():
-            write(self.champion.estimator)
-            self.champion.set_scalars(estimator_state["scalars"], service)
-            self._load_group(service, None)
-            self._load_model_part(service)
+            write(self.champion.estimator)  # (a promotion is published whole, never a delta)
+            state.load(self, snapshot, estimator_written=True)
             self.record.loaded(version, position)
 
     # -- delta publication (``service.scale.deltas``) -------------------------------------

@@ -38,7 +38,7 @@ from service.durability.store import SnapshotError, SnapshotMeta, decode
 from service.exceptions import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
 from service.model.group import Policy, policy_of
 from service.model.kinds import Limits, plan, task_of
-from service.model.live import Footprint, LiveModel, View, serving_member
+from service.model.live import Footprint, LiveModel, View
 from service.model.member import ORIGINAL
 from service.model.registry import Registry, over_budget
 from service.model.spec import (
@@ -51,6 +51,7 @@ from service.model.spec import (
     spec_from_json,
     spec_to_json,
 )
+from service.model.state import serving_member
 from service.ops.machine import memory_limit
 
 log = logging.getLogger("lorentztron")
