@@ -137,6 +137,20 @@ class DriftSpec(Strict):
         "`drift`, learning from the next example on (replacing an earlier one).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _inline_params(cls, data):
+        """The detector's parameters may also be given beside ``detector`` (``{"detector":
+        "adwin", "delta": 0.01}``): they join ``params``."""
+        if not isinstance(data, dict):
+            return data
+        inline = {k: v for k, v in data.items() if k not in ("detector", "params", "on_drift")}
+        params = data.get("params", {})
+        if not inline or not isinstance(params, dict):
+            return data
+        kept = {k: v for k, v in data.items() if k not in inline}
+        return {**kept, "params": {**params, **inline}}
+
 
 class CreateModel(Strict):
     """A new named model."""

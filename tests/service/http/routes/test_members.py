@@ -260,6 +260,12 @@ def test_policies_are_patched_durably(settings):
         )
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_params"
         assert client.patch("/v1/models/m", json={}).status_code == 422
+        inline = {"detector": "adwin", "delta": 0.01, "on_drift": "challenger"}  # (params beside)
+        assert client.patch("/v1/models/m", json={"drift": inline}).status_code == 200
+        bad = client.patch("/v1/models/m", json={"drift": {"detector": "adwin", "delta": 2.0}})
+        assert bad.status_code == 422 and "delta" in bad.json()["error"]["message"]
+        both = {"detector": "page_hinkley", "params": {"threshold": 20.0}}
+        assert client.patch("/v1/models/m", json={"drift": both}).status_code == 200
     with TestClient(create_app(settings)) as client:
         info = client.get("/v1/models/m").json()
         assert info["serve"] == "best" and info["drift"]["detector"] == "page_hinkley"
