@@ -17,18 +17,26 @@ nothing of the server: no fastapi, numba or numpy unless you pass numpy arrays).
         except ModelNotFound as error:
             error.status, error.code, error.message
 
+        client.add_challenger("demo", "c1", kind="dos", params={"rank": 16})
+        client.challengers("demo")[0]["comparison"]["verdict"]    # better, worse, undecided
+        client.predict("demo", X, member="c1", variant="averaged")  # in the shadow
+        client.promote("demo", "c1")                               # c1 serves from now on
+        client.set_policy("demo", serve="best", drift=None)        # only the fields given
+        client.pause("demo"); client.resume("demo", discard=False)
+
     async with AsyncClient("http://127.0.0.1:8000") as client:   # the same methods, awaited
         await client.predict("demo", [[0.5, 1.0, -2.0]])
 
 **Errors.** Every error answer raises a subclass of :class:`LorentztronError` with the
 service's stable ``code`` (``service.exceptions.CODES``): one class per code
-(``ModelNotFound``, ``UnknownLabel``, ``LogUnavailable``, ...) under one class per kind of
+(``ModelNotFound``, ``MemberNotFound``, ``UnknownLabel``, ...) under one class per kind of
 refusal (``NotFound``, ``InvalidRequest``, ``Conflict``, ``Unavailable``, ...); no answer
 at all raises :class:`TransportError`.
 
 **Retries** happen only where they are safe: reads and predictions, and writes that carry an
-``Idempotency-Key`` (the client makes one for every feedback request, upload part, create
-and restore, and sends it again with each retry, so the service applies the request once).
+``Idempotency-Key`` (the client makes one for every feedback request, upload part, create,
+restore, challenger added, promotion, policy and learning change, and sends it again with
+each retry, so the service applies the request once).
 They retry connection failures, timeouts and the answers that say "try again" (503, 502,
 504, ``idempotency_key_in_use``), ``retries`` times with exponential backoff.
 """
@@ -161,6 +169,16 @@ class _Retry:
 
 def _no_content(response: httpx.Response) -> None:
     return None
+
+
+class _Unset:
+    """An argument not given (where None means something: ``drift=None`` removes it)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_UNSET: Any = _Unset()
 
 
 def _key() -> dict[str, str]:
@@ -331,10 +349,15 @@ class _Calls:
         """Delete a model and its snapshots."""
         return Call("DELETE", f"/v1/models/{name}", read=_no_content)
 
-    def _predict(self, name: str, X, variant: str = "live") -> Call:
-        """Labels, scores, probabilities and prediction ids of rows ``X``."""
+    def _predict(self, name: str, X, variant: str | None = None, member: str | None = None) -> Call:
+        """Labels, scores, probabilities and prediction ids of rows ``X``, from the
+        ``variant`` (live or averaged; default: the one that serves) of the member that
+        serves, or of the challenger ``member`` (scored in the shadow: nothing it answers
+        is learned or compared). The answer names the ``member`` and ``variant`` that
+        scored."""
         body = {"instances": instances(X)}
-        params = {"variant": variant}
+        params = {"variant": variant, "member": member}
+        params = {k: v for k, v in params.items() if v is not None} or None
         return Call("POST", f"/v1/models/{name}/predict", json=body, params=params, retry=True)
 
     def _feedback(self, name: str, X=None, labels=None, prediction_ids=None) -> Call:
@@ -356,6 +379,80 @@ class _Calls:
             ]
         path = f"/v1/models/{name}/feedback"
         return Call("POST", path, json={"examples": examples}, headers=_key(), retry=True)
+
+    def _add_challenger(
+        self,
+        name: str,
+        challenger: str,
+        kind: str,
+        params: dict | None = None,
+        averaging: dict | None = None,
+        calibration: str | None = None,
+        **options,
+    ) -> Call:
+        """Add the challenger ``challenger``: another kind or other parameters that learn
+        the model's feedback beside the member that serves, from the next example on
+        (``averaging`` as in ``create``, say ``{"interval": 500}``; ``options``:
+        ``multiclass``). Returns its info."""
+        body = {"name": challenger, "kind": kind, "params": params or {}, **options}
+        if averaging is not None:
+            body["averaging"] = averaging
+        if calibration is not None:
+            body["calibration"] = calibration
+        path = f"/v1/models/{name}/challengers"
+        return Call("POST", path, json=body, headers=_key(), retry=True)
+
+    def _challengers(self, name: str) -> Call:
+        """The challengers' info: each one's progressive metrics per variant and its
+        comparison with what serves on the same examples."""
+        path = f"/v1/models/{name}/challengers"
+        return Call("GET", path, retry=True, read=lambda r: r.json()["challengers"])
+
+    def _remove_challenger(self, name: str, challenger: str) -> Call:
+        """Take a challenger out (``MemberServes`` for the member that serves)."""
+        path = f"/v1/models/{name}/challengers/{challenger}"
+        return Call("DELETE", path, read=_no_content)
+
+    def _promote(self, name: str, challenger: str, variant: str | None = None) -> Call:
+        """The challenger (its ``variant``; default live) serves from now on; the member that
+        served stays as a challenger (promote it back to undo). Returns the model's info."""
+        body = {"challenger": challenger}
+        if variant is not None:
+            body["variant"] = variant
+        path = f"/v1/models/{name}/promote"
+        return Call("POST", path, json=body, headers=_key(), retry=True)
+
+    def _set_policy(
+        self, name: str, *, promotion: Any = _UNSET, serve: Any = _UNSET, drift: Any = _UNSET
+    ) -> Call:
+        """New policies (``PATCH /v1/models/{name}``); only the ones given are sent:
+        ``promotion`` (``{"auto", "confidence", "min_examples"}``), ``serve`` (``"fixed"``
+        or ``"best"``), ``drift`` (``{"detector", "params", "on_drift"}``, or None to remove
+        the detector). Returns the model's info."""
+        given = {"promotion": promotion, "serve": serve, "drift": drift}
+        body = {field: value for field, value in given.items() if value is not _UNSET}
+        if not body:
+            raise ValueError("give at least one of promotion, serve, drift")
+        return Call("PATCH", f"/v1/models/{name}", json=body, headers=_key(), retry=True)
+
+    def _set_learning(self, name: str, paused: bool, discard: bool = False) -> Call:
+        """Pause learning (feedback is still logged and acknowledged, predictions go on) or
+        resume it: the backlog is learned in order first, or dropped with ``discard``.
+        Returns the model's info (its ``learning``: ``{"paused", "backlog"}``)."""
+        body = {"paused": paused}
+        if discard:
+            body["discard"] = True
+        path = f"/v1/models/{name}/learning"
+        return Call("POST", path, json=body, headers=_key(), retry=True)
+
+    def _pause(self, name: str) -> Call:
+        """Pause learning (``set_learning(name, paused=True)``)."""
+        return self._set_learning(name, True)
+
+    def _resume(self, name: str, discard: bool = False) -> Call:
+        """Resume learning: the backlog is learned in order first, or dropped with
+        ``discard`` (``set_learning(name, paused=False, discard=discard)``)."""
+        return self._set_learning(name, False, discard)
 
     def _snapshot(self, name: str) -> Call:
         """Write a snapshot of the model now."""
@@ -452,6 +549,14 @@ ENDPOINTS = (
     "delete",
     "predict",
     "feedback",
+    "add_challenger",
+    "challengers",
+    "remove_challenger",
+    "promote",
+    "set_policy",
+    "set_learning",
+    "pause",
+    "resume",
     "snapshot",
     "snapshots",
     "restore",

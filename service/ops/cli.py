@@ -4,7 +4,10 @@ examples:
   lorentztron serve --port 8000
   lorentztron learn data/a9a --kind dos --param rank=8 --n-features 123 -o a9a.safetensors
   lorentztron eval data/a9a.t --model a9a.safetensors
-  lorentztron import a9a.safetensors --url http://127.0.0.1:8000 --key $WRITE_KEY"""
+  lorentztron import a9a.safetensors --url http://127.0.0.1:8000 --key $WRITE_KEY
+  lorentztron challenger add a9a c1 --kind dos --param rank=16 --key $WRITE_KEY
+  lorentztron eval a9a data/a9a.t          # every member and variant of a served model
+  lorentztron promote a9a c1 --key $WRITE_KEY"""
 
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import uvicorn  # noqa: E402
@@ -228,18 +233,104 @@ def _parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser(
         "eval",
-        help="score files with a model file",
+        help="score files with a model file, or with every member of a served model",
         formatter_class=raw,
-        description="Score svmlight or NDJSON files with a model file, without learning: "
-        "accuracy and log loss (classifiers), RMSE (regression).",
-        epilog="example:\n  lorentztron eval a9a.t --model a9a.safetensors",
+        usage="lorentztron eval (--model MODEL.safetensors FILE... | NAME FILE...) [options]",
+        description=_paragraphs(
+            "Score svmlight or NDJSON files without learning.",
+            "With --model: a model file, offline: accuracy and log loss (classifiers), RMSE "
+            "(regression).",
+            "Without it: the model NAME of a running service, each of its members (the one "
+            "that serves and its challengers) and variants scored in the shadow (predict "
+            "?member=&variant=, nothing learned), in batches: one row per member and variant "
+            "with its examples and accuracy (classification) or RMSE (regression) on the "
+            "files, beside the model's own progressive and recent figures and its comparison "
+            "verdict.",
+        ),
+        epilog="examples:\n  lorentztron eval a9a.t --model a9a.safetensors\n"
+        "  lorentztron eval a9a a9a.t --url http://127.0.0.1:8000 --json",
     )
-    evaluate.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    evaluate.add_argument("--model", type=Path, required=True, help="a .safetensors model file")
-    evaluate.add_argument("--variant", choices=("live", "averaged"), default="live")
-    evaluate.add_argument("--predictions", type=Path, help="write one JSON line per example")
+    evaluate.add_argument("files", nargs="+", metavar="[NAME] FILE", help=argparse.SUPPRESS)
+    evaluate.add_argument("--model", type=Path, help="a .safetensors model file")
+    evaluate.add_argument(
+        "--variant",
+        choices=("live", "averaged"),
+        help="score this variant only (default: live with --model, else every variant)",
+    )
+    evaluate.add_argument(
+        "--predictions", type=Path, help="write one JSON line per example (--model)"
+    )
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    evaluate.add_argument("--quiet", action="store_true", help="no progress line")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress line (--model)")
+    evaluate.add_argument(
+        "--batch-size",
+        type=int,
+        default=1000,
+        help="rows per predict request (NAME; default %(default)s)",
+    )
+    _service_options(evaluate)
+
+    challenger = commands.add_parser(
+        "challenger",
+        help="add, list or remove a served model's challengers",
+        description="A challenger learns the model's feedback beside the member that serves, "
+        "from the next example on, and is compared with it on the same examples "
+        "(POST, GET and DELETE /v1/models/NAME/challengers).",
+    )
+    actions = challenger.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add a challenger")
+    add.add_argument("name", help="the model's name")
+    add.add_argument("challenger", help="the challenger's name")
+    add.add_argument("--kind", required=True, help="linear-pa, dos, pqr, mofm, perceptron, ...")
+    add.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the kind (VALUE read as JSON, else as text); repeat",
+    )
+    add.add_argument("--averaging-interval", type=int, help="time-average every N examples")
+    add.add_argument("--calibration", choices=("platt", "none"))
+    add.add_argument("--multiclass", choices=("ovo", "ovr", "ordinal"), help="default: the model's")
+    listing = actions.add_parser("list", help="the challengers and their comparisons")
+    listing.add_argument("name", help="the model's name")
+    listing.add_argument("--json", action="store_true", help="print them as JSON")
+    remove = actions.add_parser("remove", help="take a challenger out")
+    remove.add_argument("name", help="the model's name")
+    remove.add_argument("challenger", help="the challenger's name")
+    for action in (add, listing, remove):
+        _service_options(action)
+
+    promote = commands.add_parser(
+        "promote",
+        help="serve a challenger",
+        description="The challenger (and its variant) serves from now on; the member that "
+        "served stays as a challenger: promote it back to undo (POST /v1/models/NAME/promote).",
+    )
+    promote.add_argument("name", help="the model's name")
+    promote.add_argument("challenger", help="the challenger's name")
+    promote.add_argument("--variant", choices=("live", "averaged"), help="default: live")
+    _service_options(promote)
+
+    pause = commands.add_parser(
+        "pause",
+        help="pause a served model's learning",
+        description="Pause learning: feedback is still logged and acknowledged, predictions "
+        "go on (POST /v1/models/NAME/learning).",
+    )
+    pause.add_argument("name", help="the model's name")
+    resume = commands.add_parser(
+        "resume",
+        help="resume a served model's learning",
+        description="Resume learning: the feedback logged while paused is learned in order "
+        "first, or dropped with --discard (POST /v1/models/NAME/learning).",
+    )
+    resume.add_argument("name", help="the model's name")
+    resume.add_argument(
+        "--discard", action="store_true", help="drop the backlog instead of learning it"
+    )
+    for command in (pause, resume):
+        _service_options(command)
 
     for name, what in (("export", "download"), ("import", "upload")):
         command = commands.add_parser(
@@ -255,30 +346,46 @@ def _parser() -> argparse.ArgumentParser:
         else:
             command.add_argument("file", type=Path, help="a .safetensors model file")
             command.add_argument("--name", help="the new model's name (default: the file's)")
-        command.add_argument(
-            "--url",
-            default=os.environ.get("LORENTZTRON_URL", "http://127.0.0.1:8000"),
-            help="the service (default: $LORENTZTRON_URL or %(default)s)",
-        )
-        command.add_argument(
-            "--key",
-            default=os.environ.get("LORENTZTRON_KEY"),
-            help="a bearer key (default: $LORENTZTRON_KEY)",
-        )
+        _service_options(command)
     return parser
+
+
+def _paragraphs(*paragraphs: str) -> str:
+    """Text for a raw help formatter: each paragraph wrapped."""
+    import textwrap
+
+    return "\n\n".join(textwrap.fill(paragraph, 88) for paragraph in paragraphs)
+
+
+def _service_options(command: argparse.ArgumentParser) -> None:
+    """``--url`` and ``--key`` of a command that talks to a running service."""
+    command.add_argument(
+        "--url",
+        default=os.environ.get("LORENTZTRON_URL", "http://127.0.0.1:8000"),
+        help="the service (default: $LORENTZTRON_URL or %(default)s)",
+    )
+    command.add_argument(
+        "--key",
+        default=os.environ.get("LORENTZTRON_KEY"),
+        help="a bearer key (default: $LORENTZTRON_KEY)",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    run = {
+        "serve": serve,
+        "learn": learn,
+        "eval": evaluate if args.command == "eval" and args.model else evaluate_members,
+        "export": transfer,
+        "import": transfer,
+        "challenger": challenger,
+        "promote": promote,
+        "pause": learning,
+        "resume": learning,
+    }[args.command]
     try:
-        if args.command == "serve":
-            serve(args)
-        elif args.command == "learn":
-            learn(args)
-        elif args.command == "eval":
-            evaluate(args)
-        else:
-            transfer(args)
+        run(args)
     except (ConfigurationError, OSError, ValueError) as error:
         print(f"lorentztron {args.command}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -314,12 +421,7 @@ def learn(args) -> None:
     from service.model.spec import CreateModel
     from service.ops import offline
 
-    params = {}
-    for item in args.param:
-        key, equals, value = item.partition("=")
-        if not equals:
-            raise ValueError(f"--param {item!r}: give KEY=VALUE")
-        params[key] = _value(value)
+    params = _params(args.param)
     width, labels = (None, None)
     if args.n_features is None and args.hashed is None or args.classes is None:
         width, labels = offline.scan(args.files)
@@ -368,12 +470,14 @@ def evaluate(args) -> None:
     from service.ops import offline
 
     live = offline.load(args.model)
+    variant = args.variant or "live"
+    files = [Path(file) for file in args.files]
     predictions = open(args.predictions, "w") if args.predictions else None  # noqa: SIM115
     try:
         result = offline.evaluate(
             live,
-            args.files,
-            args.variant,
+            files,
+            variant,
             None if args.quiet else ProgressBar("eval"),
             predictions,
         )
@@ -383,33 +487,230 @@ def evaluate(args) -> None:
         if predictions is not None:
             predictions.close()
     if args.json:
-        print(json.dumps({"model": live.name, "variant": args.variant, **result}))
+        print(json.dumps({"model": live.name, "variant": variant, **result}))
         return
     shown = {k: v for k, v in result.items() if k not in ("examples", "seconds")}
     print(
-        f"{live.name} ({live.spec.kind}, {args.variant}) on {result['examples']:,} examples: "
+        f"{live.name} ({live.spec.kind}, {variant}) on {result['examples']:,} examples: "
         + "  ".join(f"{k} {_number(v)}" for k, v in shown.items())
     )
 
 
-def transfer(args) -> None:
+@contextmanager
+def _service(args):
+    """A client of ``--url`` with ``--key``; the service's refusals as one-line errors."""
     from service.client import Client, LorentztronError
-    from service.durability.interchange import load_model
 
     try:
         with Client(args.url, key=args.key) as client:
-            if args.command == "export":
-                output = args.output or Path(f"{args.name}.safetensors")
-                data = client.export(args.name)
-                output.write_bytes(data)
-                print(f"wrote {output} ({len(data):,} bytes)")
-            else:
-                data = args.file.read_bytes()
-                name = args.name or load_model(data)[0]["name"]
-                info = client.import_model(data, name)
-                print(f"created {info['name']!r} at version {info['version']} in {args.url}")
+            yield client
     except LorentztronError as error:
         raise ValueError(f"{error.code or error.status}: {error.message}") from None
+
+
+def _labelled_rows(files: list[Path], batch_size: int):
+    """(rows, labels) of the files in order, at most ``batch_size`` at a time: svmlight rows
+    as a sparse matrix (0-based), NDJSON rows as the instance objects of their lines."""
+    from core.datasets import parse_svmlight
+    from service.ops import offline
+
+    for media, body, _ in offline.parts(files):
+        if media == offline.SVMLIGHT:
+            X, y = parse_svmlight(body, source="file")
+            labels = [int(v) if float(v).is_integer() else float(v) for v in y.tolist()]
+        else:
+            X, labels = [], []
+            for line in body.splitlines():
+                if line.strip():
+                    example = json.loads(line)
+                    if "label" not in example or "prediction_id" in example:
+                        raise ValueError("an NDJSON line needs features and a label")
+                    labels.append(example.pop("label"))
+                    X.append(example)
+        for start in range(0, len(labels), batch_size):
+            yield X[start : start + batch_size], labels[start : start + batch_size]
+
+
+def evaluate_members(args) -> None:
+    """``eval NAME FILE...``: every member and variant of a served model on the files."""
+    if len(args.files) < 2:
+        raise ValueError("give a model file (--model FILE) or the served model's NAME, and FILEs")
+    if args.predictions is not None:
+        raise ValueError("--predictions is for a model file (--model)")
+    if args.batch_size < 1:
+        raise ValueError("--batch-size must be at least 1")
+    name, files = args.files[0], [Path(file) for file in args.files[1:]]
+    for file in files:
+        if not file.is_file():
+            raise ValueError(f"{file}: no such file")
+    with _service(args) as client:
+        info = client.model(name)
+        members = {info["member"]: info["variants"]}
+        if info["challengers"]:
+            members.update({c["name"]: c["variants"] for c in client.challengers(name)})
+        regression = info["task"] == "regression"
+        metric = "rmse" if regression else "accuracy"
+        rows = [
+            {
+                "member": member,
+                "variant": variant,
+                "serving": (member, variant) == (info["member"], info["variant"]),
+                "examples": 0,
+                metric: None,
+                "progressive": shown["metrics"],
+                "comparison": shown["comparison"],
+            }
+            for member, variants in members.items()
+            for variant, shown in variants.items()
+            if args.variant in (None, variant)
+        ]
+        totals = [0.0] * len(rows)  # right answers, or summed squared errors
+        for X, labels in _labelled_rows(files, args.batch_size):
+            for k, row in enumerate(rows):
+                answer = client.predict(name, X, variant=row["variant"], member=row["member"])
+                for prediction, truth in zip(answer["predictions"], labels, strict=True):
+                    label = prediction["label"]
+                    totals[k] += (label - truth) ** 2 if regression else label == truth
+                row["examples"] += len(labels)
+    for row, total in zip(rows, totals, strict=True):
+        if row["examples"]:
+            mean = total / row["examples"]
+            row[metric] = math.sqrt(mean) if regression else mean
+    if args.json:
+        print(json.dumps({"model": name, "task": info["task"], "metric": metric, "rows": rows}))
+        return
+    _print_members(name, info, metric, rows)
+
+
+def _print_members(name: str, info: dict, metric: str, rows: list[dict]) -> None:
+    examples = rows[0]["examples"] if rows else 0
+    print(
+        f"{name} ({info['task']}) on {examples:,} examples: {metric} on the files, then the "
+        "model's own progressive and recent figures over the examples it has seen"
+    )
+    header = ("member", "variant", "serving", "examples", metric, "progressive", "recent", "seen",
+              "verdict")  # fmt: skip
+    table = [header]
+    for row in rows:
+        progressive, comparison = row["progressive"], row["comparison"]
+        table.append(
+            (
+                row["member"],
+                row["variant"],
+                "yes" if row["serving"] else "",
+                f"{row['examples']:,}",
+                _number(row[metric]),
+                _number(progressive.get(metric)),
+                _number(progressive.get(f"recent_{metric}")),
+                f"{progressive['examples']:,}",
+                comparison["verdict"] if comparison else "-",
+            )
+        )
+    _print_table(table)
+
+
+def _print_table(table: list[tuple]) -> None:
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(table[0]))]
+    for line in table:
+        cells = (
+            str(cell).ljust(width) if i < 3 else str(cell).rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        )
+        print("  ".join(cells).rstrip())
+
+
+def _params(items: list[str]) -> dict:
+    params = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise ValueError(f"--param {item!r}: give KEY=VALUE")
+        params[key] = _value(value)
+    return params
+
+
+def challenger(args) -> None:
+    with _service(args) as client:
+        if args.action == "add":
+            options = {"multiclass": args.multiclass} if args.multiclass else {}
+            averaging = {"interval": args.averaging_interval} if args.averaging_interval else None
+            info = client.add_challenger(
+                args.name,
+                args.challenger,
+                kind=args.kind,
+                params=_params(args.param),
+                averaging=averaging,
+                calibration=args.calibration,
+                **options,
+            )
+            print(f"added challenger {info['name']!r} ({info['kind']}) to {args.name!r}")
+        elif args.action == "remove":
+            client.remove_challenger(args.name, args.challenger)
+            print(f"removed challenger {args.challenger!r} from {args.name!r}")
+        else:
+            found = client.challengers(args.name)
+            if args.json:
+                print(json.dumps({"model": args.name, "challengers": found}))
+                return
+            if not found:
+                print(f"{args.name!r} has no challengers")
+                return
+            table = [("challenger", "kind", "variant", "learned", "accuracy", "rmse",
+                      "difference", "verdict")]  # fmt: skip
+            for info in found:
+                for variant, shown in info["variants"].items():
+                    metrics, comparison = shown["metrics"], shown["comparison"] or {}
+                    table.append(
+                        (
+                            info["name"],
+                            info["kind"],
+                            variant,
+                            f"{info['examples_learned']:,}",
+                            _number(metrics.get("accuracy")),
+                            _number(metrics.get("rmse")),
+                            _number(comparison.get("mean_difference")),
+                            comparison.get("verdict", "-"),
+                        )
+                    )
+            _print_table(table)
+
+
+def promote(args) -> None:
+    with _service(args) as client:
+        info = client.promote(args.name, args.challenger, variant=args.variant)
+    print(
+        f"{args.name!r} serves {info['member']!r} ({info['kind']}, {info['variant']}); "
+        f"challengers: {', '.join(info['challengers']) or 'none'}"
+    )
+
+
+def learning(args) -> None:
+    with _service(args) as client:
+        if args.command == "pause":
+            info = client.pause(args.name)
+        else:
+            info = client.resume(args.name, discard=args.discard)
+    state = "paused" if info["learning"]["paused"] else "learning"
+    print(
+        f"{args.name!r} {state}: {info['examples_learned']:,} examples learned, "
+        f"backlog {info['learning']['backlog']:,}"
+    )
+
+
+def transfer(args) -> None:
+    from service.durability.interchange import load_model
+
+    with _service(args) as client:
+        if args.command == "export":
+            output = args.output or Path(f"{args.name}.safetensors")
+            data = client.export(args.name)
+            output.write_bytes(data)
+            print(f"wrote {output} ({len(data):,} bytes)")
+        else:
+            data = args.file.read_bytes()
+            name = args.name or load_model(data)[0]["name"]
+            info = client.import_model(data, name)
+            print(f"created {info['name']!r} at version {info['version']} in {args.url}")
 
 
 def _model_name(path: Path) -> str:

@@ -96,6 +96,86 @@ def test_every_endpoint_with_lists_numpy_and_scipy(server):
         assert missing.value.code == "model_not_found" and missing.value.status == 404
 
 
+def test_challengers_promotion_policies_and_learning(server):
+    """The members' calls against the real app: a challenger that learns the product rule
+    better than the linear champion, scored in the shadow, promoted (once, though sent
+    again with its key), policies patched field by field (drift None removes the
+    detector), learning paused and resumed, each refusal its code's class."""
+    from tests.service.http.routes.test_members import examples
+
+    stream = examples(600)
+    X = np.array([e["x"] for e in stream])
+    y = [e["label"] for e in stream]
+    with lz.Client(server, key="w") as client:
+        client.create("members", kind="linear-pa", n_features=4)
+        added = client.add_challenger(
+            "members", "c1", kind="dos", params={"rank": 2}, averaging={"interval": 50}
+        )
+        assert added["name"] == "c1" and added["averaging"]["interval"] == 50
+        client.add_challenger("members", "c2", kind="linear-pa", calibration="platt")
+        with pytest.raises(lz.MemberExists) as exists:
+            client.add_challenger("members", "c1", kind="dos")
+        assert exists.value.status == 409 and isinstance(exists.value, lz.Conflict)
+        client.feedback("members", X, y)
+        listed = client.challengers("members")
+        assert [c["name"] for c in listed] == ["c1", "c2"]
+        assert listed[0]["examples_learned"] == 600
+        assert listed[0]["comparison"]["verdict"] == "better"
+        query = X[:5]
+        shadow = client.predict("members", query, member="c1", variant="averaged")
+        assert (shadow["member"], shadow["variant"]) == ("c1", "averaged")
+        served = client.predict("members", query)
+        assert (served["member"], served["variant"]) == ("original", "live")
+        with pytest.raises(lz.MemberNotFound):
+            client.predict("members", query, member="nope")
+
+        call = client._promote("members", "c1")  # one request, sent twice: promoted once
+        first, again = client.send(call), client.send(call)
+        assert first == again and first["member"] == "c1" and first["promotions"] == 1
+        assert sorted(first["challengers"]) == ["c2", "original"]
+        assert client.predict("members", query)["member"] == "c1"
+        with pytest.raises(lz.MemberServes):
+            client.remove_challenger("members", "c1")
+        assert client.remove_challenger("members", "c2") is None
+        assert [c["name"] for c in client.challengers("members")] == ["original"]
+        with pytest.raises(lz.MemberNotFound):
+            client.remove_challenger("members", "c2")
+
+        patched = client.set_policy(
+            "members", serve="best", drift={"detector": "adwin", "on_drift": "challenger"}
+        )
+        assert patched["serve"] == "best" and patched["drift"]["detector"] == "adwin"
+        promotion = {"auto": True, "confidence": 0.95, "min_examples": 10}
+        patched = client.set_policy("members", promotion=promotion)
+        assert patched["promotion"] == promotion and patched["drift"]["detector"] == "adwin"
+        patched = client.set_policy("members", drift=None)
+        assert patched["drift"] is None and patched["serve"] == "best"
+        with pytest.raises(ValueError):
+            client.set_policy("members")
+
+        assert client.pause("members")["learning"] == {"paused": True, "backlog": 0}
+        assert client.feedback("members", X[:10], y[:10])["learned"] == 0
+        assert client.model("members")["learning"]["backlog"] == 1
+        resumed = client.resume("members")
+        assert resumed["learning"] == {"paused": False, "backlog": 0}
+        assert resumed["examples_learned"] == 610
+        client.pause("members")
+        client.feedback("members", X[:10], y[:10])
+        dropped = client.set_learning("members", paused=False, discard=True)
+        assert dropped["learning"]["backlog"] == 0 and dropped["examples_learned"] == 610
+
+    async def run():
+        async with lz.AsyncClient(server, key="w") as client:
+            await client.add_challenger("members", "a1", kind="linear-pa")
+            names = [c["name"] for c in await client.challengers("members")]
+            promoted = await client.promote("members", "original", variant="live")
+            await client.remove_challenger("members", "a1")
+            return names, promoted
+
+    names, promoted = asyncio.run(run())
+    assert names == ["original", "a1"] and promoted["member"] == "original"
+
+
 def test_keys_are_sent_as_bearer_tokens(server):
     with lz.Client(server) as anonymous, pytest.raises(lz.Unauthorized):
         anonymous.create("k", kind="linear-pa", n_features=2)

@@ -9,6 +9,7 @@ import sys
 
 import httpx
 import numpy as np
+import pytest
 
 from service.ops import cli
 
@@ -58,7 +59,7 @@ def test_help_and_version_read_as_plain_text():
 
     top = lorentztron("--help")
     assert top.returncode == 0 and "``" not in top.stdout
-    for command in ("serve", "learn", "eval", "export", "import"):
+    for command in ("serve", "learn", "eval", "export", "import", "challenger", "promote"):
         assert command in top.stdout
     serve = lorentztron("serve", "--help").stdout
     for name in Settings.model_fields:
@@ -127,6 +128,206 @@ def test_learn_eval_and_import_into_a_running_service(tmp_path):
         assert all(np.array_equal(mine[k], theirs[k]) for k in mine if not k.startswith("service."))
     finally:
         service.stop()
+
+
+# -- a served model's members ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    from service.config import Settings
+    from service.main import create_app
+    from tests.service.test_end_to_end import ServerThread
+
+    directory = tmp_path_factory.mktemp("members")
+    settings = Settings(snapshot_dir=directory, snapshot_interval=3600, write_keys=["w"])
+    with ServerThread(create_app(settings)) as running:
+        yield running.url
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    """``lorentztron ARGS`` in this process: exit status, stdout, stderr."""
+    try:
+        cli.main(list(args))
+        status = 0
+    except SystemExit as exit:
+        status = exit.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def write_files(folder, stream: list[dict]) -> tuple:
+    """The examples as svmlight (1-based indices) and as NDJSON."""
+    svmlight, ndjson = folder / "held-out.svm", folder / "held-out.ndjson"
+    svmlight.write_text(
+        "".join(
+            f"{e['label']} "
+            + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(e["x"]) if v != 0)
+            + "\n"
+            for e in stream
+        )
+    )
+    ndjson.write_text("".join(json.dumps(e) + "\n" for e in stream))
+    return svmlight, ndjson
+
+
+def test_challengers_eval_promote_pause_and_resume(service, capsys, tmp_path):
+    """The members' commands against a real server: a DoS challenger beside a linear
+    champion, every member and variant scored on held-out files (svmlight and NDJSON say
+    the same, and what they say is what predict answers), promoted, learning paused and
+    resumed, and the service's refusals as one line with their code."""
+    from service import client as lz
+    from tests.service.http.routes.test_members import examples
+
+    remote = ("--url", service, "--key", "w")
+    with lz.Client(service, key="w") as client:
+        client.create("m", kind="linear-pa", n_features=4)
+    status, out, err = run(
+        capsys, "challenger", "add", "m", "c1", "--kind", "dos", "--param", "rank=2",
+        "--averaging-interval", "50", *remote,
+    )  # fmt: skip
+    assert status == 0 and "added challenger 'c1' (dos)" in out, err
+    status, _, err = run(capsys, "challenger", "add", "m", "c1", "--kind", "dos", *remote)
+    assert status == 2 and err.startswith("lorentztron challenger: error: member_exists: ")
+    assert len(err.strip().splitlines()) == 1
+    status, _, err = run(capsys, "challenger", "add", "m", "c2", "--kind", "dos", "--url", service)
+    assert status == 2 and "unauthorized" in err
+    with lz.Client(service, key="w") as client:
+        client.feedback("m", [e["x"] for e in examples(600)], [e["label"] for e in examples(600)])
+
+    held_out = examples(300, seed=9)
+    svmlight, ndjson = write_files(tmp_path, held_out)
+    status, out, err = run(
+        capsys, "eval", "m", str(svmlight), "--json", "--batch-size", "64", *remote
+    )
+    assert status == 0, err
+    result = json.loads(out)
+    assert result["metric"] == "accuracy" and result["task"] == "classification"
+    rows = {(r["member"], r["variant"]): r for r in result["rows"]}
+    assert set(rows) == {
+        ("original", "live"),
+        ("original", "averaged"),
+        ("c1", "live"),
+        ("c1", "averaged"),
+    }
+    assert [k for k, r in rows.items() if r["serving"]] == [("original", "live")]
+    with lz.Client(service) as client:
+        info, [c1] = client.model("m"), client.challengers("m")
+        for (member, variant), row in rows.items():
+            answer = client.predict("m", [e["x"] for e in held_out], variant=variant, member=member)
+            right = sum(
+                p["label"] == e["label"]
+                for p, e in zip(answer["predictions"], held_out, strict=True)
+            )
+            assert row["examples"] == 300 and row["accuracy"] == right / 300, (member, variant)
+            shown = (info if member == "original" else c1)["variants"][variant]
+            assert (
+                row["progressive"] == shown["metrics"] and row["comparison"] == shown["comparison"]
+            )
+    assert rows["c1", "live"]["accuracy"] > rows["original", "live"]["accuracy"] + 0.1
+    status, out, err = run(capsys, "eval", "m", str(ndjson), "--json", *remote)
+    assert status == 0 and json.loads(out) == result, err
+    status, out, err = run(
+        capsys, "eval", "m", str(svmlight), str(ndjson), "--variant", "live", *remote
+    )
+    assert status == 0, err
+    lines = out.splitlines()
+    assert "on 600 examples" in lines[0]
+    assert lines[1].split() == [
+        "member",
+        "variant",
+        "serving",
+        "examples",
+        "accuracy",
+        "progressive",
+        "recent",
+        "seen",
+        "verdict",
+    ]
+    original, challenger = (line.split() for line in lines[2:])
+    assert original[:4] == ["original", "live", "yes", "600"] and original[-1] == "-"
+    assert challenger[:3] == ["c1", "live", "600"] and challenger[-1] == "better"
+    assert challenger[3] == f"{rows['c1', 'live']['accuracy']:.4f}"
+    for refused, message in (
+        (("eval", "m"), "give a model file"),
+        (("eval", "m", str(svmlight), "--predictions", "p"), "--predictions is for"),
+        (("eval", "nope", str(svmlight)), "model_not_found"),
+        (("eval", "m", str(tmp_path / "missing")), "no such file"),
+    ):
+        status, _, err = run(capsys, *refused, *remote)
+        assert status == 2 and message in err, (refused, err)
+
+    status, out, _ = run(capsys, "challenger", "list", "m", *remote)
+    table = [line.split() for line in out.splitlines()]
+    assert table[0][:3] == ["challenger", "kind", "variant"]
+    assert [row[:4] for row in table[1:]] == [
+        ["c1", "dos", "live", "600"],
+        ["c1", "dos", "averaged", "600"],
+    ]
+    assert table[1][-1] == "better"
+    status, out, _ = run(capsys, "challenger", "list", "m", "--json", *remote)
+    assert [c["name"] for c in json.loads(out)["challengers"]] == ["c1"]
+
+    status, out, err = run(capsys, "promote", "m", "c1", "--variant", "averaged", *remote)
+    assert status == 0 and "'m' serves 'c1' (dos, averaged); challengers: original" in out, err
+    status, out, _ = run(capsys, "eval", "m", str(svmlight), "--json", *remote)
+    served = [(r["member"], r["variant"]) for r in json.loads(out)["rows"] if r["serving"]]
+    assert served == [("c1", "averaged")]
+    status, _, err = run(capsys, "challenger", "remove", "m", "c1", *remote)
+    assert status == 2 and "member_serves" in err
+    status, _, err = run(capsys, "promote", "m", "nope", *remote)
+    assert status == 2 and "member_not_found" in err
+
+    status, out, err = run(capsys, "pause", "m", *remote)
+    assert status == 0 and "'m' paused: 600 examples learned, backlog 0" in out, err
+    with lz.Client(service, key="w") as client:
+        assert (
+            client.feedback("m", [e["x"] for e in held_out], [e["label"] for e in held_out])[
+                "learned"
+            ]
+            == 0
+        )
+    status, out, err = run(capsys, "resume", "m", *remote)
+    assert status == 0 and "'m' learning: 900 examples learned, backlog 0" in out, err
+    run(capsys, "pause", "m", *remote)
+    with lz.Client(service, key="w") as client:
+        client.feedback("m", [e["x"] for e in held_out], [e["label"] for e in held_out])
+    status, out, err = run(capsys, "resume", "m", "--discard", *remote)
+    assert status == 0 and "'m' learning: 900 examples learned, backlog 0" in out, err
+
+    status, out, err = run(capsys, "challenger", "remove", "m", "original", *remote)
+    assert status == 0 and "removed challenger 'original' from 'm'" in out, err
+    status, out, _ = run(capsys, "challenger", "list", "m", *remote)
+    assert out.strip() == "'m' has no challengers"
+
+
+def test_eval_of_a_served_regression_model_reports_rmse(service, capsys, tmp_path):
+    from service import client as lz
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((400, 3)).round(3)
+    y = (X[:, 0] - 2 * X[:, 1]).round(3)
+    with lz.Client(service, key="w") as client:
+        client.create("r", kind="pqr", n_features=3, params={"task": "regression"})
+        client.feedback("r", X[:300], y[:300])
+        answer = client.predict("r", X[300:])
+    path = tmp_path / "r.ndjson"
+    path.write_text(
+        "".join(
+            json.dumps({"x": x.tolist(), "label": float(t)}) + "\n"
+            for x, t in zip(X[300:], y[300:], strict=True)
+        )
+    )
+    status, out, err = run(
+        capsys, "eval", "r", str(path), "--json", "--variant", "live", "--url", service
+    )
+    assert status == 0, err
+    [row] = json.loads(out)["rows"]
+    expected = np.sqrt(
+        np.mean(
+            [(p["label"] - t) ** 2 for p, t in zip(answer["predictions"], y[300:], strict=True)]
+        )
+    )
+    assert json.loads(out)["metric"] == "rmse" and row["rmse"] == pytest.approx(expected, rel=1e-12)
+    assert row["serving"] and row["progressive"]["rmse"] is not None
 
 
 def test_json_lines_carry_the_time_of_each_record():
