@@ -117,7 +117,10 @@ CODES: dict[str, tuple[type[ServiceError], str]] = {
         Conflict,
         "the models would hold more memory than the budget (MAX_TOTAL_BYTES)",
     ),
-    "wrong_role": (Conflict, "snapshot or restore on an api replica"),
+    "wrong_role": (
+        Conflict,
+        "a snapshot, a restore or a change of members, policies or learning on an api replica",
+    ),
     "snapshot_mismatch": (Conflict, "the snapshot was taken from another configuration"),
     "idempotency_key_in_use": (
         Conflict,

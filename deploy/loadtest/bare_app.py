@@ -60,6 +60,7 @@ class Prediction(BaseModel):
 class PredictResponse(BaseModel):
     model: str
     version: int
+    member: str
     variant: str
     predictions: list[Prediction]
 
@@ -113,7 +114,13 @@ def create_app() -> FastAPI:
                     "prediction_id": f"{next(ids):032x}",
                 }
             )
-        return {"model": name, "version": 0, "variant": variant, "predictions": predictions}
+        return {
+            "model": name,
+            "version": 0,
+            "member": "original",
+            "variant": variant,
+            "predictions": predictions,
+        }
 
     @app.post("/v1/models/{name}/feedback", response_model=FeedbackResponse)
     async def feedback(name: str, request: FeedbackRequest) -> dict:

@@ -39,8 +39,9 @@ from core.sequential import PairedDifference
 from service.exceptions import InvalidRequest
 from service.model.member import Member, MemberStep
 
-#: the member a drift detection starts
+#: the member a drift detection starts (``DRIFT_AGAIN`` while a promoted ``drift`` serves)
 DRIFT = "drift"
+DRIFT_AGAIN = "drift-2"
 DETECTORS = {"adwin": ADWIN, "page_hinkley": PageHinkley}
 
 
@@ -172,6 +173,11 @@ class Group:
         """Degradations the drift detector detected."""
         return self._detections
 
+    def drift_name(self) -> str:
+        """The name of the challenger a drift detection starts (replacing the member of that
+        name): ``drift``, or ``drift-2`` while a promoted ``drift`` serves."""
+        return DRIFT_AGAIN if self._serving == DRIFT else DRIFT
+
     def names(self) -> list[str]:
         return list(self._members)
 
@@ -261,10 +267,10 @@ class Group:
         self._last_detection = self._examples + last + 1
         if self._policy.drift.on_drift != "challenger":
             return
-        champion = self.champion
-        self._drop(DRIFT)
-        fresh = self._new_member(champion, DRIFT)
-        self._members = {**self._members, DRIFT: fresh}
+        champion, name = self.champion, self.drift_name()
+        self._drop(name)  # (an earlier drift challenger; never the champion)
+        fresh = self._new_member(champion, name)
+        self._members = {**self._members, name: fresh}
         if last + 1 < batch.n_rows:
             rest = batch.slice_rows(last + 1, batch.n_rows)
             try:

@@ -50,7 +50,7 @@ from service.durability.journal import Feedback, Journal
 from service.durability.record import DurabilityRecord, Position
 from service.exceptions import InvalidRequest, NotFound, ServiceError
 from service.model import outcome, state
-from service.model.group import DRIFT, Group, Policy
+from service.model.group import Group, Policy
 from service.model.lifecycle import Lifecycle
 from service.model.locks import RWLock
 from service.model.member import ORIGINAL, Member
@@ -239,7 +239,8 @@ class LiveModel:
         """What the model holds against the limits (``Footprint``)."""
         members = self.group.members()
         models, nbytes = len(members), sum(m.plan.nbytes for m in members)
-        if self.group.policy.drift.on_drift == "challenger" and DRIFT not in self.group.names():
+        group = self.group
+        if group.policy.drift.on_drift == "challenger" and group.drift_name() not in group.names():
             models, nbytes = models + 1, nbytes + self.champion.plan.nbytes  # (reserved)
         return Footprint(models, nbytes)
 
