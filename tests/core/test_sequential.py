@@ -308,3 +308,22 @@ def test_a_bad_state_changes_nothing(edit):
     with pytest.raises(ValueError):
         test.set_state(state)
     assert test.get_state() == before
+
+
+@pytest.mark.parametrize("bound", [1.0, None])
+def test_one_value_at_a_time_is_the_kernel_to_the_last_bit(bound):
+    """``update_many`` of one value takes a path without the kernel: the same statistics."""
+    rng = np.random.default_rng(7)
+    values = rng.integers(-1, 2, 3000).astype(float) if bound else rng.standard_normal(3000) ** 3
+    one, many = PairedDifference(bound=bound), PairedDifference(bound=bound)
+    for x in values:
+        one.update_many(np.array([x]))
+    many.update_many(values)
+    assert one.get_state() == many.get_state()
+    with pytest.raises(ValueError):
+        one.update_many(np.array([np.nan]))
+    with pytest.raises(ValueError):
+        PairedDifference(bound=1.0).update_many(np.array([1.5]))
+    with pytest.raises(ValueError):
+        one.update_many(np.array(["1"]))
+    assert one.get_state() == many.get_state()  # (nothing applied)
