@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 #: a log position: an int (file log), an entry id (Redis stream), None (nothing yet)
@@ -141,15 +142,28 @@ class DurabilityRecord:
         with self._lock:
             self._backlog, self._backlog_end = 0, None
 
-    def discard_backlog(self) -> None:
+    def discard_backlog(self) -> Callable[[], None]:
         """Skip the backlog: the model now includes the log up to its last record, without
-        having learned it (written by the next snapshot, which trims it from the log)."""
+        having learned it (written by the next snapshot, which trims it from the log).
+        Returns what undoes it (the change that discards could not be saved)."""
         with self._lock:
+            before = (self._log_position, self._backlog, self._backlog_end, self._unpublished_from)
             if self._backlog:
                 if self._unpublished_from is None:
                     self._unpublished_from = self._backlog_end
                 self._log_position = self._backlog_end
             self._backlog, self._backlog_end = 0, None
+
+        def undo() -> None:
+            with self._lock:
+                (
+                    self._log_position,
+                    self._backlog,
+                    self._backlog_end,
+                    self._unpublished_from,
+                ) = before
+
+        return undo
 
     # -- snapshots and publications ------------------------------------------------------
     def capture(self) -> Marks:

@@ -64,7 +64,7 @@ INLINE_WORK = 1 << 20
 #: what describes a model for an answer (``service.http.views.model_info``), called with
 #: the model's lock held
 View = Callable[["LiveModel"], dict]
-#: a change outside the log (``LiveModel.change``): applied, it returns what undoes it
+#: a change outside the log (``changes.change``): applied, it returns what undoes it
 Change = Callable[[], Callable[[], None]]
 
 
@@ -321,7 +321,7 @@ class LiveModel:
             if not blocking:
                 return None
             try:
-                self._catch_up()
+                self.catch_up()
             except ServiceError as error:
                 for k in ready:
                     outcomes[k] = error
@@ -457,7 +457,7 @@ class LiveModel:
         if self.journal is not None:
             self.journal.sync(position)
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may
         have landed; the backlog of paused learning), so that the live model stays equal to
         snapshot + log."""
@@ -521,143 +521,6 @@ class LiveModel:
         return outcome.learned(
             self.name, version, batch.n_rows, n_aggressive, learned, member.label, item.with_results
         )
-
-    # -- durable changes outside the log -------------------------------------------------
-    def save_held(self, save: Callable[[Capture], Any], view: View, key: Key | None = None) -> dict:
-        """``save`` the current state under the writer lock (a new model's first snapshot);
-        the model's ``view`` as it is once saved, kept as ``key``'s answer when given."""
-        with self.lock.write():
-            answer = self._saved_answer(view, key)
-            try:
-                save(state.capture_of(self, None))
-            except BaseException:
-                self.answers.forget(key)
-                raise
-            return answer
-
-    def _saved_answer(self, view: View, key: Key | None) -> dict:
-        """The model's ``view`` once the current version is saved (writer lock held), kept
-        in ``answers`` for ``key`` so that the snapshot being written carries it."""
-        answer = {**view(self), "last_snapshot_version": self.record.version}
-        if key is not None:
-            self.answers.record(key, time.time(), body=answer)
-        return answer
-
-    def refit(self, save: Callable[[Capture], Any]) -> bool:
-        """Refit on the window (Algorithm 1 warm-started from the live basis; a batch kind is
-        fitted from scratch): the data are read under the lock, the fit runs without it
-        (the model keeps serving and learning), then under the writer lock the new model
-        learns what arrived meanwhile, replaces the old one and is saved before anyone sees
-        it (a refit is not in the log). False if skipped."""
-        member = self.champion
-        with self.lock.read():
-            current, X, y, mark = member.refit_input()
-        if X.shape[0] == 0:
-            return False
-        batch = member.plan.family == "batch"
-        try:
-            if batch:
-                new = current.clone()
-                new.fit(X, np.asarray(y, dtype=np.float64))
-            else:
-                new = current.refit(X, y)
-        except ValueError as error:  # e.g. one class only in the window so far
-            log.warning("fit of %s skipped: %s", self.name, error)
-            with self.lock.write():
-                member.skip_refit()
-            return False
-        with self.lock.write():
-            if member.estimator is not current:  # restored or replaced meanwhile
-                return False
-            try:
-                X_new, y_new = member.window_since(mark)
-            except ValueError as error:  # more arrived than the window holds
-                log.warning("refit of %s skipped: %s", self.name, error)
-                member.skip_refit()
-                return False
-            if X_new.shape[0] and not batch:  # a batch model takes them at its next fit
-                new.learn_many(X_new, y_new)
-            self._commit(lambda: self._swap(member, new, refit=True), save)
-        return True
-
-    def restore(
-        self, state: dict, save: Callable[[Capture], Any], view: View, key: Key | None = None
-    ) -> dict:
-        """Serve an earlier snapshot's estimator state from the next version on, saved
-        before anyone sees it (so recovery never replays later feedback onto the wrong base);
-        ValueError if the state does not fit this model. The counters, metrics and refit
-        window go on: they tell the model's story, which the restore is part of. Returns the
-        model's ``view`` (kept as ``key``'s answer when given)."""
-        member = self.champion
-        new = member.estimator.clone()
-        new.set_state(capture.split_service(state)[0])
-        with self.lock.write():
-            if self.champion is not member:  # promoted meanwhile: the state is not its
-                raise ValueError("the champion changed while the snapshot was read")
-            return self._commit(lambda: self._swap(member, new), save, view, key)
-
-    def _swap(self, member: Member, new: Estimator, refit: bool = False):
-        undo = member.swap(new, refit)
-        return lambda: member.undo(undo)
-
-    def change(
-        self, change: Change, save: Callable[[Capture], Any], view: View, key: Key | None = None
-    ) -> dict:
-        """A change outside the log (of the group: a challenger, a promotion, policies, a
-        pause; ``change()`` applies it and returns what undoes it), as the next version,
-        saved before anyone sees it; the model's ``view`` once saved (kept for ``key``)."""
-        with self.lock.write():
-            return self._commit(change, save, view, key)
-
-    def _commit(
-        self,
-        change: Change,
-        save: Callable[[Capture], Any],
-        view: View | None = None,
-        key: Key | None = None,
-    ) -> dict | None:
-        """Apply ``change`` as the next version and save it (writer lock held); on failure
-        everything comes back as it was. Returns the model's ``view`` once saved."""
-        undo = change()
-        version = self.record.version
-        self.record.advance()
-        self.mark_all_changed()
-        try:
-            answer = self._saved_answer(view, key) if view is not None else None
-            save(state.capture_of(self, None))
-        except BaseException:
-            undo()
-            self.record.set_version(version)
-            self.answers.forget(key)
-            raise
-        return answer
-
-    def resume(
-        self, discard: bool, save: Callable[[Capture], Any], view: View, key: Key | None = None
-    ) -> dict:
-        """Learning resumes: the change saved first (a crash after it replays the backlog,
-        or skips it when ``discard``: the snapshot's log position is then past it), then the
-        backlog learned in order, unless discarded. The model's ``view`` once saved."""
-        with self.lock.write():
-
-            def change():
-                self.group.pause(False)
-                if discard:
-                    self.record.discard_backlog()
-                return lambda: self.group.pause(True)
-
-            answer = self._commit(change, save, view, key)
-            if discard or self.journal is None or not self.record.backlog:
-                return answer
-            self.record.caught_up()  # (read after the log position: the backlog)
-            self.journal.doubt()  # (learned now, or before the next append if this fails)
-            self._catch_up()
-            # the answer (and ``key``'s, saved with the next snapshot) once the backlog is
-            # learned; a crash before that snapshot answers a retry from the one saved above
-            answer = view(self)
-            if key is not None:
-                self.answers.record(key, time.time(), body=answer)
-            return answer
 
     # -- state ---------------------------------------------------------------------------
     def snapshot_state(self) -> Capture:

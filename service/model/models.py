@@ -36,6 +36,7 @@ from service.durability.record import DurabilityRecord
 from service.durability.snapshots import SnapshotWriter
 from service.durability.store import SnapshotError, SnapshotMeta, decode
 from service.exceptions import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
+from service.model import changes
 from service.model.group import Policy, policy_of
 from service.model.kinds import Limits, plan, task_of
 from service.model.live import Footprint, LiveModel, View
@@ -158,7 +159,9 @@ class Models:
                 self._remove_files(spec.name)
             if self.feedback_log is not None:
                 self.feedback_log.delete(spec.name)  # a log left without a snapshot
-            answer = live.save_held(lambda c: self.writer.write(live, c, create=True), view, key)
+            answer = changes.save_held(
+                live, lambda c: self.writer.write(live, c, create=True), view, key
+            )
         except Exception as error:
             self.registry.remove(live)
             live.lifecycle.end()
@@ -301,7 +304,7 @@ class Models:
                 "the snapshot was taken from a model with another configuration",
             )
         try:
-            return live.restore(state, lambda c: self.writer.write(live, c), view, key)
+            return changes.restore(live, state, lambda c: self.writer.write(live, c), view, key)
         except ValueError as error:
             raise Conflict("snapshot_mismatch", str(error)) from None
         except Exception as error:
@@ -407,7 +410,7 @@ class Models:
         """A change of a model's group outside the log: ``apply(live)`` checks it (a 4xx,
         nothing changed) and applies it, the limits are checked again, and it is saved before
         anyone sees it (anything failing: everything as it was); with ``resume`` set,
-        learning resumes instead (``LiveModel.resume``: ``resume`` says whether the backlog
+        learning resumes instead (``changes.resume``: ``resume`` says whether the backlog
         is dropped). With an idempotency ``key``, a retry gets the first answer."""
         self._check_writer()
         with self.use(name) as live:
@@ -436,8 +439,8 @@ class Models:
 
             try:
                 if resume is not None:
-                    return live.resume(resume, save, view, key)
-                return live.change(change, save, view, key)
+                    return changes.resume(live, resume, save, view, key)
+                return changes.change(live, change, save, view, key)
             except ServiceError:
                 raise
             except Exception as error:

@@ -16,6 +16,7 @@ import time
 
 from service.exceptions import NotFound
 from service.http.threads import cancel_and_wait
+from service.model import changes
 from service.model.models import Models
 
 log = logging.getLogger("lorentztron.worker")
@@ -110,11 +111,11 @@ class SnapshotWorker:
         return [live for live in self.models.serving() if live.champion.refits_due]
 
     def refit(self, live) -> bool:
-        """Refit one model (``LiveModel.refit``), written as a snapshot before it serves."""
+        """Refit one model (``changes.refit``), written as a snapshot before it serves."""
         started = time.perf_counter()
         try:
             with self.models.use(live.name):
-                done = live.refit(lambda c: self.models.writer.write(live, c))
+                done = changes.refit(live, lambda c: self.models.writer.write(live, c))
         except NotFound:
             return False
         if done:

@@ -17,6 +17,7 @@ from service.durability.snapshots import SnapshotWriter
 from service.durability.store import decode, read_header
 from service.http.views import model_info
 from service.main import create_app
+from service.model import changes
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 from service.model.spec import CreateModel
@@ -36,7 +37,7 @@ def chained(redis_server) -> tuple[LiveModel, SnapshotWriter, RedisStore]:
     live = LiveModel("m", spec, checked, metrics_window=10)
     store = RedisStore(redis_server.url, prefix="t")
     writer = SnapshotWriter(store, Metrics(), retention=3, full_every=1000)
-    live.save_held(lambda capture: writer.write(live, capture, create=True), model_info)
+    changes.save_held(live, lambda capture: writer.write(live, capture, create=True), model_info)
     learn(live, 0)
     writer.publish(live)  # the chain starts with a full snapshot
     assert isinstance(live.record.publication, deltas.Chain)

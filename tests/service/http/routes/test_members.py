@@ -5,6 +5,7 @@ serves, shadow predictions, drift, the pause of learning; all durable across res
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -190,6 +191,34 @@ def test_paused_learning_logs_and_resumes_in_order_or_discards(settings):
         assert info["examples_learned"] == 60 and info["learning"]["backlog"] == 0
 
 
+def test_a_crash_keeps_the_backlog_and_the_discard(settings):
+    """What is on disk after a crash (no shutdown snapshot) is all a restart has: the
+    records logged while paused come back as the backlog, and a discard stays done."""
+    batches = [examples(20, seed=k, product=False) for k in range(4)]
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        feed(client, batches[0])
+        client.post("/v1/models/m/learning", json={"paused": True})
+        feed(client, batches[1])
+        feed(client, batches[2])
+        crashed = settings.snapshot_dir.parent / "crashed"
+        shutil.copytree(settings.snapshot_dir, crashed)
+        client.post("/v1/models/m/learning", json={"paused": False, "discard": True})
+        feed(client, batches[3])
+        discarded = settings.snapshot_dir.parent / "discarded"
+        shutil.copytree(settings.snapshot_dir, discarded)
+    with TestClient(create_app(settings.model_copy(update={"snapshot_dir": crashed}))) as client:
+        info = client.get("/v1/models/m").json()
+        assert info["learning"] == {"paused": True, "backlog": 2}
+        assert info["examples_learned"] == 20
+        resumed = client.post("/v1/models/m/learning", json={"paused": False}).json()
+        assert resumed["examples_learned"] == 60 and resumed["learning"]["backlog"] == 0
+    with TestClient(create_app(settings.model_copy(update={"snapshot_dir": discarded}))) as c:
+        info = c.get("/v1/models/m").json()
+        assert info["learning"] == {"paused": False, "backlog": 0}
+        assert info["examples_learned"] == 40  # (the first batch and the last)
+
+
 def test_drift_starts_a_challenger_that_the_policy_can_promote(settings):
     """Labels flipped after 2,000 examples: the champion's errors rise, the detector sees it,
     a fresh copy of the champion starts learning and is promoted once it is better; the same
@@ -364,3 +393,36 @@ def test_members_are_in_the_metrics(settings):
         client.delete("/v1/models/m/challengers/original")
         text = client.get("/metrics").text
         assert 'member="original"' not in text
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/challengers", {"name": "c2", "kind": "dos"}),
+        ("/promote", {"challenger": "c1"}),
+        ("/learning", {"paused": False, "discard": True}),
+        ("/learning", {"paused": False}),
+    ],
+)
+def test_a_change_that_cannot_be_saved_changes_nothing(settings, monkeypatch, path, body):
+    """The snapshot store fails: 503, and the model is as it was (members, what serves,
+    version, pause and backlog)."""
+    with TestClient(create_app(settings)) as client:
+        linear(client)
+        client.post("/v1/models/m/challengers", json={"name": "c1", "kind": "dos"})
+        feed(client, examples(50))
+        client.post("/v1/models/m/learning", json={"paused": True})
+        feed(client, examples(10, seed=1))
+        before = client.get("/v1/models/m").json()
+        writer = client.app.state.components.models.writer
+
+        def broken(*args, **kwargs):
+            raise OSError("disk full")
+
+        monkeypatch.setattr(writer, "write", broken)
+        failed = client.post(f"/v1/models/m{path}", json=body)
+        assert failed.status_code == 503 and failed.json()["error"]["code"] == "store_unavailable"
+        monkeypatch.undo()
+        after = client.get("/v1/models/m").json()
+        keys = ("version", "member", "challengers", "learning", "examples_learned")
+        assert {k: after[k] for k in keys} == {k: before[k] for k in keys}
