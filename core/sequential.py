@@ -189,6 +189,12 @@ class PairedDifference:
         infinite value, a value with ``|d| > bound``, or values whose running mean would
         overflow float64. An empty array changes nothing.
         """
+        if (
+            type(differences) is np.ndarray
+            and differences.shape == (1,)
+            and differences.dtype.kind in "iuf"
+        ):
+            return self.update_one(float(differences[0]))  # (one value: no kernel call)
         values = np.asarray(differences)
         if values.dtype.kind not in "iuf":
             raise ValueError(f"differences must be numbers, got dtype {values.dtype}")
@@ -209,6 +215,22 @@ class PairedDifference:
         if not math.isfinite(mean):
             raise ValueError("differences too large: their running mean overflows float64")
         self.n_, self.mean_, self.m2_, self.v_ = int(n), float(mean), float(m2), float(v)
+
+    def update_one(self, x: float) -> None:
+        """Add one difference (a float): ``update_many`` of one value, by the kernel's
+        arithmetic operation for operation (the same statistics to the last bit)."""
+        if not math.isfinite(x):
+            raise ValueError("differences must be finite (no NaN or inf)")
+        if self.bound is not None and abs(x) > self.bound:
+            raise ValueError(f"differences must satisfy |d| <= bound={self.bound}, got {abs(x)}")
+        delta = x - self.mean_
+        n = self.n_ + 1
+        mean = self.mean_ + delta / n
+        if not math.isfinite(mean):
+            raise ValueError("differences too large: their running mean overflows float64")
+        self.n_, self.mean_ = n, mean
+        self.m2_ += delta * (x - mean)
+        self.v_ += delta * delta
 
     def interval(self) -> tuple[float, float]:
         """``(low, high)`` holding the mean difference at every ``n`` at once with probability

@@ -171,6 +171,17 @@ class Binary(Family):
         return Learned(steps.predicted, steps.losses, steps.aggressive, steps.predicted == targets)
 
     def evaluate(self, scorer, batch, targets):
+        if batch.n_rows == 1:  # the common single example: no batch kernel
+            try:
+                score = scorer.score_row(*batch.row(0))
+            except ValueError:  # (an overflow: refused by learning as well)
+                score = math.nan
+            target = int(targets[0])
+            label = 1 if score > 0 else 0
+            y = np.array([1.0 if target == 1 else -1.0])
+            with np.errstate(over="ignore", invalid="ignore"):
+                loss = float(scorer.losses_from_scores(np.array([score]), y)[0])
+            return Learned([label], [loss], None, [label == target])
         with np.errstate(over="ignore", invalid="ignore"):  # (refused by learning as well)
             scores = scorer.score_batch(batch)
         predicted = (scores > 0).astype(np.int64)

@@ -224,28 +224,37 @@ class Group:
 
     # -- learning (writer lock held) -----------------------------------------------------
     def learn(self, batch: CSRBatch, targets: np.ndarray) -> MemberStep:
-        """Every member learns the batch in order, the champion first; the comparisons,
-        the drift detector and the policies see their errors. The champion's step (its
-        refusal raised, once the others have learned)."""
+        """Every member learns the batch in order; the comparisons, the drift detector and
+        the policies see their errors. The champion's step (its refusal raised, once the
+        others have learned)."""
+        serving, served = self._serving, self._variant
         steps: dict[str, MemberStep] = {}
         refused = None
-        for member in self.members():
+        for name, member in self._members.items():
             try:
-                steps[member.name] = member.learn(batch, targets)
+                steps[name] = member.learn(batch, targets)
             except ValueError as error:  # a challenger's refusal leaves its comparisons
-                if member.name == self._serving:
+                if name == serving:
                     refused = error
         if refused is not None:
             raise refused
-        base = steps[self._serving].errors[self._variant]
+        base = steps[serving].errors[served]
+        n = batch.n_rows
+        first = float(base[0]) if n == 1 else None  # (one example: plain Python)
         for name, step in steps.items():
             for variant, errors in step.errors.items():
-                if (name, variant) != (self._serving, self._variant):
-                    self._test(name, variant).update_many(errors - base)
-        self._watch(base, batch, targets)
-        self._examples += batch.n_rows
-        self._decide()
-        return steps[self._serving]
+                if variant != served or name != serving:
+                    test = self._test(name, variant)
+                    if first is not None:
+                        test.update_one(float(errors[0]) - first)
+                    else:
+                        test.update_many(errors - base)
+        if self._detector is not None:
+            self._watch(base, batch, targets)
+        self._examples += n
+        if self._policy.promotion.auto or self._policy.serve == "best":
+            self._decide()
+        return steps[serving]
 
     def _test(self, member: str, variant: str) -> PairedDifference:
         test = self._comparisons.get((member, variant))
@@ -259,7 +268,10 @@ class Group:
         challenger``, the last of them starts a fresh drift challenger on the rest."""
         if self._detector is None:
             return
-        found = self._detector.update_many(errors)
+        if batch.n_rows == 1:
+            found = [0] if self._detector.update_one(float(errors[0])) else []
+        else:
+            found = self._detector.update_many(errors)
         if not len(found):
             return
         self._detections += len(found)

@@ -69,7 +69,7 @@ class MemberStep(NamedTuple):
 
     learned: Learned
     n_aggressive: int
-    errors: dict[str, np.ndarray]
+    errors: dict[str, np.ndarray | list[float]]
 
 
 def _joined(parts: list[Learned]) -> Learned:
@@ -227,6 +227,12 @@ class Member:
         two averaging steps scored by the average before it is learned (until the first
         fold, the average is the live model: the same figures)."""
         estimator, n = self._estimator, batch.n_rows
+        if n == 1:  # (the common single example: one part)
+            average = None
+            if estimator.n_averaged_:
+                average = self.family.evaluate(estimator.scorer("averaged"), batch, targets)
+            live = self._learn(batch, targets)
+            return live, live if average is None else average
         interval = estimator.interval
         first = min(n, interval - estimator.n_seen_ % interval)
         bounds = [0, *range(first, n, interval), n]
@@ -243,10 +249,19 @@ class Member:
             averages.append(live if average is None else average)
         return _joined(lives), _joined(averages)
 
-    def _errors(self, learned: Learned) -> np.ndarray:
+    def _errors(self, learned: Learned):
+        """Each example's error (0/1, or squared): a list for one example's list (no numpy
+        call), else an array."""
+        values = learned.squared if self.family.regression else learned.correct
+        if isinstance(values, list):
+            return (
+                [float(v) for v in values]
+                if self.family.regression
+                else [0.0 if v else 1.0 for v in values]
+            )
         if self.family.regression:
-            return np.asarray(learned.squared, dtype=np.float64)
-        return 1.0 - np.asarray(learned.correct, dtype=np.float64)
+            return np.asarray(values, dtype=np.float64)
+        return 1.0 - np.asarray(values, dtype=np.float64)
 
     def label(self, value):
         """What a feedback answer reports as the prediction before the update."""

@@ -312,12 +312,16 @@ def test_a_bad_state_changes_nothing(edit):
 
 @pytest.mark.parametrize("bound", [1.0, None])
 def test_one_value_at_a_time_is_the_kernel_to_the_last_bit(bound):
-    """``update_many`` of one value takes a path without the kernel: the same statistics."""
+    """One value at a time (``update_one``, and ``update_many`` of one value) takes a path
+    without the kernel: the same statistics."""
     rng = np.random.default_rng(7)
     values = rng.integers(-1, 2, 3000).astype(float) if bound else rng.standard_normal(3000) ** 3
     one, many = PairedDifference(bound=bound), PairedDifference(bound=bound)
-    for x in values:
-        one.update_many(np.array([x]))
+    for k, x in enumerate(values):
+        if k % 2:
+            one.update_many(np.array([x]))
+        else:
+            one.update_one(float(x))
     many.update_many(values)
     assert one.get_state() == many.get_state()
     with pytest.raises(ValueError):
