@@ -331,15 +331,10 @@ class LiveModel:
             return self._log_paused(items, ready, outcomes, blocking)
         positions: list = [None] * len(ready)
         if journal is not None and ready:
-            try:
-                appended = journal.appended
-                positions = journal.append([items[k] for k in ready], blocking)
-            except ServiceError as error:
-                for k in ready:
-                    outcomes[k] = error
-                return outcomes, None
-            if positions is None:
-                return None
+            appended = journal.appended
+            positions = self._append(items, ready, outcomes, blocking)
+            if not positions:
+                return None if positions is None else (outcomes, None)
             self.record.learned(
                 positions[0], positions[-1], len(positions), journal.appended - appended
             )
@@ -355,21 +350,25 @@ class LiveModel:
     def _log_paused(self, items: list[Feedback], ready: list[int], outcomes: list, blocking):
         """Learning paused: the items are logged and acknowledged (``logged``), their
         records added to the backlog (writer lock held); as ``_learn_ready``."""
-        if not ready:
-            return outcomes, None
-        try:
-            positions = self.journal.append([items[k] for k in ready], blocking)
-        except ServiceError as error:
-            for k in ready:
-                outcomes[k] = error
-            return outcomes, None
-        if positions is None:
-            return None
+        positions = self._append(items, ready, outcomes, blocking) if ready else []
+        if not positions:
+            return None if positions is None else (outcomes, None)
         self.record.backlogged(positions[-1], len(positions))
         for k, position in zip(ready, positions, strict=True):
             outcomes[k] = outcome.logged(self.name, self.record.version, items[k].batch.n_rows)
             self._keep(items[k], outcomes[k], time.time(), position)
         return outcomes, positions[-1]
+
+    def _append(self, items: list[Feedback], ready: list[int], outcomes: list, blocking):
+        """Append the ready items' records (writer lock held): their positions; None if the
+        log would make a non-``blocking`` caller wait; ``[]`` if the log failed (then each
+        of their outcomes is the error)."""
+        try:
+            return self.journal.append([items[k] for k in ready], blocking)
+        except ServiceError as error:
+            for k in ready:
+                outcomes[k] = error
+            return []
 
     def _answered(self, item: Feedback, outcomes: list, k: int) -> bool:
         """Whether a keyed item's record is learned already: its key got an answer from the

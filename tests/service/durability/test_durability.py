@@ -147,19 +147,25 @@ def run_with_kills(service: ServiceProcess, clients: Clients, rng, kills: int, b
     clients.stop()
 
 
-def test_file_log_survives_sigkill(tmp_path):
-    snapshots, log, archive = tmp_path / "snapshots", tmp_path / "log", tmp_path / "archive"
-    service = ServiceProcess(
+def file_log_service(tmp_path) -> ServiceProcess:
+    """A service on the file log under ``tmp_path`` (snapshots/, log/, archive/), snapshotting
+    often so that the log is trimmed (and archived) while it runs."""
+    return ServiceProcess(
         {
-            "LORENTZTRON_SNAPSHOT_DIR": str(snapshots),
-            "LORENTZTRON_LOG_DIR": str(log),
-            "LORENTZTRON_LOG_ARCHIVE_DIR": str(archive),
+            "LORENTZTRON_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
+            "LORENTZTRON_LOG_DIR": str(tmp_path / "log"),
+            "LORENTZTRON_LOG_ARCHIVE_DIR": str(tmp_path / "archive"),
             "LORENTZTRON_SNAPSHOT_INTERVAL": "0.3",
             "LORENTZTRON_LOG_SNAPSHOT_RECORDS": "40",
             "LORENTZTRON_LOG_LEVEL": "warning",
         },
         tmp_path / "service.log",
     )
+
+
+def test_file_log_survives_sigkill(tmp_path):
+    snapshots, log, archive = tmp_path / "snapshots", tmp_path / "log", tmp_path / "archive"
+    service = file_log_service(tmp_path)
     clients = Clients(4, seed=10)
     try:
         run_with_kills(service, clients, np.random.default_rng(0), kills=4)
@@ -250,17 +256,7 @@ def test_a_model_with_challengers_survives_sigkill_bit_exact(tmp_path):
     from tests.service.conftest import TestClient
 
     snapshots, log, archive = tmp_path / "snapshots", tmp_path / "log", tmp_path / "archive"
-    service = ServiceProcess(
-        {
-            "LORENTZTRON_SNAPSHOT_DIR": str(snapshots),
-            "LORENTZTRON_LOG_DIR": str(log),
-            "LORENTZTRON_LOG_ARCHIVE_DIR": str(archive),
-            "LORENTZTRON_SNAPSHOT_INTERVAL": "0.3",
-            "LORENTZTRON_LOG_SNAPSHOT_RECORDS": "40",
-            "LORENTZTRON_LOG_LEVEL": "warning",
-        },
-        tmp_path / "service.log",
-    )
+    service = file_log_service(tmp_path)
     spec = {**SPEC, "drift": {"detector": "page_hinkley", "params": {"threshold": 5.0}}}
     challenger = {"name": "c1", "kind": "dos", "params": {"rank": 1, "seed": 5}}
     clients = Clients(3, seed=30)
