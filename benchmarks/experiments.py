@@ -2,28 +2,34 @@
 alarms on stationary streams, and the cost of challengers.
 
 1. **Concept change.** (a) the a9a training stream with its labels flipped after 16,000
-   examples; (b) the MNIST deformation stream (``core.datasets.DeformationStream``) with two
-   digit classes swapped halfway. Each stream feeds, through the HTTP API in-process
-   (``TestClient`` on ``create_app``), the same model three times: with ``drift: {adwin,
-   on_drift: challenger}`` and ``promotion: {auto: true}``; without policies; with ``serve:
-   best`` (the averaged variant serves once it is better); and River's
+   examples (PA-I C = 0.01, and C = 0.0001, slow to unlearn); (b) the MNIST deformation
+   stream (``core.datasets.DeformationStream``) with two digit classes swapped halfway,
+   chosen by a pilot (``MNIST_PILOT``: pairs and models tried in-process). Each stream, with
+   3 seeds (``CHANGE_SEEDS``), feeds through the HTTP API in-process (``TestClient`` on
+   ``create_app``) the same model three times: with ``drift: {adwin, on_drift: challenger}``
+   and ``promotion: {auto: true}``; without policies; with ``serve: best``; and River's
    ``drift.DriftRetrainingClassifier`` wraps a comparable River PA model on the same stream.
    The served error of each batch is counted from the feedback answers (``results``: the
    champion's live prediction before the update) when the live variant serves, and from the
    difference of the serving variant's progressive counts (``GET /v1/models/{name}``) when
-   the averaged one does; the recent error is over the last ``WINDOW`` examples.
-2. **No false alarms.** Seeds of a stationary stream (a random order of a9a's training and
-   test sets, 48,842 examples), each with an A/A challenger (the champion's DoS spec with
-   another ``seed``) and a worse one (a tiny ``C``), auto promotion at 0.99 and ADWIN with
-   ``on_drift: challenger``: promotions and drift detections counted.
-3. **Cost.** Feedback throughput of a model with 0, 1 and 3 challengers over real HTTP
-   (``benchmarks.servers.ServiceProcess``), bulk and single-example requests, and predict
-   throughput with and without challengers: the server's CPU time per example against the
-   model's own learning time (``core``).
+   the averaged one does; the recent error is over the last ``WINDOW`` examples; "recovered
+   after" is reported per seed and as the median and range over the seeds.
+2. **No false alarms.** (a) 50 seeds of a stationary stream (a random order of a9a's training
+   and test sets, 48,842 examples) through the HTTP API, each with an A/A challenger (the
+   champion's DoS spec with another ``seed``) and a worse one (a tiny ``C``), auto promotion
+   at 0.99 and ADWIN with ``on_drift: challenger``; (b) ``SHORT_SEEDS`` streams of
+   ``SHORT_EXAMPLES`` with an A/A challenger, at confidence 0.99 and 0.95, driven in-process
+   (``in_process``: the service's ``LiveModel`` without HTTP or log). Promotions (with their
+   Clopper-Pearson interval) and drift detections counted.
+3. **Cost.** (a) In-process: ``live.learn`` time per example with 0, 1 and 3 challengers,
+   requests of 1 and of 100 examples, against a challenger's own ``Member.learn``
+   (``time.perf_counter``, medians of 5); (b) feedback and predict throughput of a model
+   with 0, 1 and 3 challengers over real HTTP (``benchmarks.servers.ServiceProcess``): the
+   server's CPU time per example.
 
-    python -m benchmarks.experiments                 # everything: docs/experiments.{md,json}
-    python -m benchmarks.experiments --part change   # or false_alarms, cost
-    python -m benchmarks.experiments --quick         # a few thousand examples, 3 seeds
+    .venv/bin/python -m benchmarks.experiments                 # everything: docs/experiments.*
+    .venv/bin/python -m benchmarks.experiments --part change   # or false_alarms, cost
+    .venv/bin/python -m benchmarks.experiments --quick         # tiny streams; nothing written
 """
 
 from __future__ import annotations
@@ -55,8 +61,15 @@ BATCH = 250
 WINDOW = 1000
 #: the served error counts as recovered within this much of its level before the change
 TOLERANCE = 0.01
+#: the level it is compared with: the error over this many examples before the change
+BEFORE = 4000
 A9A_CHANGE = 16_000
-MNIST_SWAP = (4, 9)
+#: two frequent, well-learned digits (the pilot: a change that matters), and the model's C
+MNIST_SWAP = (0, 1)
+MNIST_C = 1e-3
+#: the seeds of each change stream (a9a: 0 the file's order, others a permutation; MNIST:
+#: the deformation stream's seed)
+CHANGE_SEEDS = (0, 1, 2)
 #: the policies of the "drift" model
 DRIFT = {"detector": "adwin", "on_drift": "challenger"}
 PROMOTION = {"auto": True, "confidence": 0.99, "min_examples": 1000}
@@ -68,14 +81,21 @@ AVERAGING = {"interval": 500}
 #: the stationary streams' champion and its worse challenger
 DOS = {"rank": 4, "mode": "pa1", "C": 0.01}
 DOS_WORSE = {"rank": 4, "mode": "pa1", "C": 1e-5}
+#: the many short stationary streams (in-process)
+SHORT_SEEDS = 1000
+SHORT_EXAMPLES = 20_000
 
 
 # -- data ---------------------------------------------------------------------------------
-def a9a_flipped(n: int | None = None, change: int = A9A_CHANGE):
-    """a9a's training stream, dense (123 columns), labels -1 / +1 flipped from ``change`` on."""
+def a9a_flipped(n: int | None = None, change: int = A9A_CHANGE, seed: int = 0):
+    """a9a's training stream, dense (123 columns), labels -1 / +1 flipped from ``change`` on;
+    seed 0 in the file's order, another seed in a random order of its own."""
     from core.datasets import data_dir, load_svmlight
 
     X, y = load_svmlight(data_dir() / "a9a" / "a9a", n_features=123)
+    if seed:
+        order = np.random.default_rng(seed).permutation(X.shape[0])
+        X, y = X[order], y[order]
     X, y = X[:n].toarray(), y[:n].astype(np.int64)
     y[change:] = -y[change:]
     return X, y
@@ -186,6 +206,53 @@ def river_errors(
     return errors
 
 
+# -- the service's model in-process (no HTTP, no log) ---------------------------------
+#: the limits of an in-process model: no memory limit to speak of, the service's defaults
+IN_PROCESS_LIMITS = (1 << 40, 5000, 50_000)
+
+
+def in_process(body: dict, challengers: tuple[dict, ...] = (), metrics_window: int = 1000):
+    """A ``service.model.live.LiveModel`` built as ``POST /v1/models`` builds it (``body``:
+    the create request; policies included) with ``challengers`` (``POST .../challengers``
+    bodies) added, without a log: what the service's feedback does after parsing and before
+    logging, driven directly."""
+    from service.model.group import policy_of
+    from service.model.kinds import Limits, plan
+    from service.model.live import LiveModel
+    from service.model.spec import ChallengerSpec, CreateModel, member_spec
+
+    limits = Limits(*IN_PROCESS_LIMITS)
+    spec = CreateModel.model_validate({"name": "m", **body})
+    policy = policy_of(spec)
+    spec = member_spec(spec)
+    live = LiveModel("m", spec, plan(spec, limits), metrics_window, policy=policy)
+    for challenger in challengers:
+        member = ChallengerSpec.model_validate(challenger)
+        own = member.of(spec)
+        live.group.add(live.new_member(own, plan(own, limits), member.name))
+    return live
+
+
+def served_errors(live, batch, targets: np.ndarray) -> np.ndarray:
+    """``live.learn(batch, targets)``; the 0/1 errors of the member and variant that served
+    when the batch arrived (the step of that member, even if the batch promotes another)."""
+    champion, variant = live.group.champion, live.group.variant
+    steps = []
+    learn = champion.learn
+
+    def recorded(b, t):
+        step = learn(b, t)
+        steps.append(step)
+        return step
+
+    champion.learn = recorded  # (an instance attribute over the method, for this batch)
+    try:
+        live.learn(batch, targets)
+    finally:
+        del champion.learn
+    return steps[0].errors[variant]
+
+
 # -- 1. concept change --------------------------------------------------------------------
 def recent(errors: list[int]) -> np.ndarray:
     """The recent error after each batch: over the last WINDOW examples (fewer at first)."""
@@ -196,33 +263,41 @@ def recent(errors: list[int]) -> np.ndarray:
     return (counts[ends] - counts[starts]) / ((ends - starts) * BATCH)
 
 
+def level_before(curve: np.ndarray, change: int) -> float:
+    """The error over the last BEFORE examples before the change (fewer if the stream is
+    shorter): the mean of the non-overlapping windows that end there."""
+    ends = [change - k * WINDOW for k in range(BEFORE // WINDOW) if change - k * WINDOW >= WINDOW]
+    return float(np.mean([curve[end // BATCH - 1] for end in ends]))
+
+
 def recovery(curve: np.ndarray, change: int) -> int | None:
     """Examples after the change until the recent error, over a window wholly after it, is
-    back within TOLERANCE of its level over the window before it (None: never)."""
-    before = curve[change // BATCH - 1]
+    back within TOLERANCE of its level over the BEFORE examples before it (None: never)."""
+    before = level_before(curve, change)
     for b in range((change + WINDOW) // BATCH - 1, len(curve)):
         if curve[b] <= before + TOLERANCE:
             return (b + 1) * BATCH - change
     return None
 
 
-def change_experiment(stream: str, n: int | None = None, log=print, C: float = PA_C) -> dict:
-    """One concept-change stream through the three service models and River's wrappers
-    (PA-I of aggressiveness ``C`` in both)."""
+def change_experiment(
+    stream: str, n: int | None = None, log=print, C: float = PA_C, seed: int = 0
+) -> dict:
+    """One concept-change stream (of ``seed``) through the three service models and River's
+    wrappers (PA-I of aggressiveness ``C`` in both)."""
     if stream == "a9a":
-        X, y = a9a_flipped(n)
-        change = A9A_CHANGE if n is None else n // 2
-        if n is not None:  # (the quick run flips halfway)
-            X, y = a9a_flipped(n, change)
+        change = A9A_CHANGE if n is None else n // 2  # (the quick run flips halfway)
+        X, y = a9a_flipped(n, change, seed)
         spec = {"kind": "linear-pa", "input": {"n_features": 123}}
         what = f"a9a training stream, labels flipped after {change:,} examples"
     else:
         n = n or 20_000
-        X, y = mnist_swapped(n)
+        X, y = mnist_swapped(n, seed)
         change = n // 2
         spec = {"kind": "linear-pa", "input": {"n_features": 784}, "classes": list(range(10))}
         a, b = MNIST_SWAP
         what = f"MNIST deformation stream, digits {a} and {b} swapped after {change:,} examples"
+    what += f" (seed {seed})"
     n = (len(y) // BATCH) * BATCH
     spec = {**spec, "params": {"mode": "pa1", "C": C}, "averaging": AVERAGING}
     configs = {
@@ -240,7 +315,8 @@ def change_experiment(stream: str, n: int | None = None, log=print, C: float = P
                 model.feed(X[start : start + BATCH], y[start : start + BATCH])
         policy = models["drift + auto promotion"]
         final = policy.info
-    log(f"  {stream}: service models {time.perf_counter() - started:.0f} s")
+        challengers = _ok(client.get(f"/v1/models/{policy.name}/challengers"))["challengers"]
+    log(f"  {stream} seed {seed}: service models {time.perf_counter() - started:.0f} s")
     rows = {label: m.errors for label, m in models.items()}
     rows["no policy, its averaged variant"] = models["no policy"].averaged_errors
     multiclass = stream != "a9a"
@@ -249,18 +325,19 @@ def change_experiment(stream: str, n: int | None = None, log=print, C: float = P
         rows[f"River DriftRetrainingClassifier ({detector})"] = river_errors(
             X[:n], y[:n], detector, multiclass, C
         )
-        log(f"  {stream}: River {detector} {time.perf_counter() - started:.0f} s")
+        log(f"  {stream} seed {seed}: River {detector} {time.perf_counter() - started:.0f} s")
     members = policy.members
     switched = next((k for k, m in enumerate(members) if m != "original"), None)
     curves = {label: recent(errors) for label, errors in rows.items()}
     return {
         "stream": what,
+        "seed": seed,
         "examples": n,
         "change": change,
         "batch": BATCH,
         "window": WINDOW,
         "C": C,
-        "service_kind": f"linear-pa (pa1, C={C:g}, averaging interval 500)"
+        "service_kind": f"linear-pa (pa1, C={C:g}, averaging interval {AVERAGING['interval']})"
         + (", one-vs-one" if multiclass else ""),
         "river_model": f"{'OneVsOneClassifier(' if multiclass else ''}"
         f"PAClassifier(C={C:g}, mode=1){')' if multiclass else ''}",
@@ -279,8 +356,129 @@ def change_experiment(stream: str, n: int | None = None, log=print, C: float = P
             "first_batch_served_by_another_member_starts_at": None
             if switched is None
             else switched * BATCH,
+            "challengers_at_end": {
+                c["name"]: c["comparison"]
+                and {k: c["comparison"][k] for k in ("examples", "mean_difference", "verdict")}
+                for c in challengers
+            },
         },
     }
+
+
+def _spread(values: list[int | None]) -> dict:
+    """Median and range of recoveries (None, never within the run, counts as the longest)."""
+    key = sorted(values, key=lambda v: float("inf") if v is None else v)
+    return {"median": key[len(key) // 2], "min": key[0], "max": key[-1], "values": values}
+
+
+def change_seeds(
+    stream: str, n: int | None = None, log=print, C: float = PA_C, seeds=CHANGE_SEEDS
+) -> dict:
+    """``change_experiment`` for each seed: the first seed's run in full (its curves are the
+    table's and the figure's), the others' recoveries and policy outcomes, and per row the
+    median and range of "recovered after" over the seeds."""
+    runs = [change_experiment(stream, n, log, C, seed) for seed in seeds]
+    result = dict(runs[0])
+    result["seeds"] = list(seeds)
+    result["per_seed"] = [
+        {
+            "seed": r["seed"],
+            "recovery_examples": r["recovery_examples"],
+            "before": {
+                label: level_before(np.asarray(c), r["change"])
+                for label, c in r["recent_error"].items()
+            },
+            "end": {label: c[-1] for label, c in r["recent_error"].items()},
+            "policy": r["policy"],
+        }
+        for r in runs
+    ]
+    result["recovery_over_seeds"] = {
+        label: _spread([r["recovery_examples"][label] for r in runs])
+        for label in result["recovery_examples"]
+    }
+    return result
+
+
+#: the MNIST variants of the pilot: (label, classes swapped, the model's create request)
+MNIST_PILOT = (
+    ("linear-pa C=0.01, 4<->9 (first round)", (4, 9), {"kind": "linear-pa", "C": 0.01}),
+    ("linear-pa C=0.01, 0<->1", (0, 1), {"kind": "linear-pa", "C": 0.01}),
+    ("linear-pa C=0.01, 3<->8", (3, 8), {"kind": "linear-pa", "C": 0.01}),
+    ("linear-pa C=1e-3, 0<->1 (chosen)", (0, 1), {"kind": "linear-pa", "C": 1e-3}),
+    ("linear-pa C=1e-3, 3<->8", (3, 8), {"kind": "linear-pa", "C": 1e-3}),
+    ("linear-pa C=1e-4, 0<->1", (0, 1), {"kind": "linear-pa", "C": 1e-4}),
+    ("linear-pa C=1e-4, 3<->8", (3, 8), {"kind": "linear-pa", "C": 1e-4}),
+    ("dos rank 4 C=0.01, 0<->1", (0, 1), {"kind": "dos", "C": 0.01, "rank": 4}),
+    ("dos rank 4 C=1e-3, 0<->1", (0, 1), {"kind": "dos", "C": 1e-3, "rank": 4}),
+    ("dos rank 4 C=1e-4, 0<->1", (0, 1), {"kind": "dos", "C": 1e-4, "rank": 4}),
+)
+
+
+def mnist_body(model: dict) -> dict:
+    """The create request of a one-vs-one digit model of the pilot's shorthand."""
+    params = {k: v for k, v in model.items() if k != "kind"}
+    return {
+        "kind": model["kind"],
+        "input": {"n_features": 784},
+        "classes": list(range(10)),
+        "params": {"mode": "pa1", **params},
+        "averaging": AVERAGING,
+    }
+
+
+def _at(curve: np.ndarray, example: int) -> float:
+    """The recent error after the batch ending at ``example`` (the last one if beyond)."""
+    return float(curve[min(example // BATCH, len(curve)) - 1])
+
+
+def pilot_experiment(n: int = 20_000, log=print, variants=MNIST_PILOT) -> dict:
+    """The MNIST variants (``MNIST_PILOT``), seed 0, in-process: each model with the drift
+    and promotion policies and without; the recent error around the swap and the policy's
+    detections and promotions."""
+    from core.features import as_batch
+
+    rows = {}
+    for label, swap, model in variants:
+        started = time.perf_counter()
+        X, y = mnist_swapped(n, 0, swap)
+        change = n // 2
+        body = mnist_body(model)
+        models = {
+            "policy": in_process({**body, "drift": DRIFT, "promotion": PROMOTION}),
+            "none": in_process(body),
+        }
+        errors = {k: [] for k in models}
+        for start in range(0, n, BATCH):
+            batch = as_batch(X[start : start + BATCH], 784)
+            for key, live in models.items():
+                wrong = served_errors(live, batch, y[start : start + BATCH])
+                errors[key].append(int(wrong.sum()))
+        curves = {k: recent(v) for k, v in errors.items()}
+        group = models["policy"].group
+        rows[label] = {
+            "swap": list(swap),
+            "model": body,
+            "before": level_before(curves["none"], change),
+            "after_1000": {k: _at(c, change + 1000) for k, c in curves.items()},
+            "after_2000": {k: _at(c, change + 2000) for k, c in curves.items()},
+            "end": {k: float(c[-1]) for k, c in curves.items()},
+            "recovery": {k: recovery(c, change) for k, c in curves.items()},
+            "detections": group.detections,
+            "first_detection": group.drift()["last_detected_at_example"]
+            if group.detections == 1
+            else None,
+            "promotions": group.promotions,
+            "member_at_end": group.champion.name,
+            "comparisons_at_end": {
+                f"{m}/{v}": {k: c[k] for k in ("examples", "mean_difference", "verdict")}
+                for m in group.names()
+                for v in group.member(m).variants
+                if (c := group.comparison(m, v)) is not None
+            },
+        }
+        log(f"  pilot {label}: {time.perf_counter() - started:.0f} s {rows[label]}")
+    return {"examples": n, "change": n // 2, "seed": 0, "variants": rows}
 
 
 # -- 2. no false alarms -------------------------------------------------------------------
@@ -298,8 +496,6 @@ def false_alarm_experiment(seeds: int, n: int | None = None, batch: int = 1000, 
     """Per seed: a random order of a9a (train + test), a DoS champion with ADWIN
     (``on_drift: challenger``) and auto promotion at 0.99, an A/A challenger (another seed)
     and a worse one (tiny C). Promotions and detections counted."""
-    from scipy.stats import beta
-
     lines = a9a_lines()
     n = n or len(lines)
     runs = []
@@ -360,13 +556,6 @@ def false_alarm_experiment(seeds: int, n: int | None = None, batch: int = 1000, 
             if (seed + 1) % 10 == 0:
                 log(f"  seed {seed + 1}/{seeds}: {time.perf_counter() - started:.0f} s")
 
-    def interval(k: int, trials: int, confidence: float = 0.95) -> list[float]:
-        """Clopper-Pearson interval of a binomial proportion."""
-        a = (1 - confidence) / 2
-        low = 0.0 if k == 0 else float(beta.ppf(a, k, trials - k + 1))
-        high = 1.0 if k == trials else float(beta.ppf(1 - a, k + 1, trials - k))
-        return [low, high]
-
     promoted = [r for r in runs if r["promotions"]]
     by_member: dict[str, int] = {}
     for r in runs:
@@ -383,7 +572,7 @@ def false_alarm_experiment(seeds: int, n: int | None = None, batch: int = 1000, 
         "aa_challenger": {"kind": "dos", **DOS, "seed": "the run's seed + 100000"},
         "worse_challenger": {"kind": "dos", **DOS_WORSE},
         "runs_with_a_promotion": len(promoted),
-        "runs_with_a_promotion_interval_95": interval(len(promoted), seeds),
+        "runs_with_a_promotion_interval_95": clopper_pearson(len(promoted), seeds),
         "promotions_by_member": by_member,
         "detections": detections,
         "detections_per_100k_examples": detections / examples * 1e5,
@@ -399,6 +588,88 @@ def false_alarm_experiment(seeds: int, n: int | None = None, batch: int = 1000, 
     }
 
 
+def clopper_pearson(k: int, trials: int, confidence: float = 0.95) -> list[float]:
+    """The Clopper-Pearson interval of a binomial proportion ``k / trials``."""
+    from scipy.stats import beta
+
+    a = (1 - confidence) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, trials - k + 1))
+    high = 1.0 if k == trials else float(beta.ppf(1 - a, k + 1, trials - k))
+    return [low, high]
+
+
+def a9a_all():
+    """a9a's training and test sets together: (CSR matrix, labels -1 / +1)."""
+    import scipy.sparse as sp
+
+    from core.datasets import data_dir, load_svmlight
+
+    parts = [load_svmlight(data_dir() / "a9a" / name, n_features=123) for name in ("a9a", "a9a.t")]
+    X = sp.vstack([X for X, _ in parts]).tocsr()
+    return X, np.concatenate([y for _, y in parts]).astype(np.int64)
+
+
+def short_false_alarms(
+    seeds: int, n: int, confidence: float, batch: int = BATCH, log=print
+) -> dict:
+    """Many short stationary streams, in-process (``in_process``: the service's LiveModel
+    without HTTP or log): per seed, ``n`` examples of a random order of a9a (train + test),
+    the DoS champion with ADWIN (``on_drift: challenger``) and auto promotion at
+    ``confidence`` (``min_examples`` as in PROMOTION), and an A/A challenger (another seed).
+    Runs with a promotion counted, with their Clopper-Pearson interval."""
+    from core.features import as_batch
+
+    X, y = a9a_all()
+    started = time.perf_counter()
+    promoted, by_member, detections, verdicts = [], {}, 0, {}
+    for seed in range(seeds):
+        body = {
+            "kind": "dos",
+            "input": {"n_features": 123},
+            "params": {**DOS, "seed": seed},
+            "drift": DRIFT,
+            "promotion": {**PROMOTION, "confidence": confidence},
+        }
+        aa = {"name": "aa", "kind": "dos", "params": {**DOS, "seed": seed + 100_000}}
+        live = in_process(body, (aa,))
+        targets = {label: live.target(label, "label") for label in (-1, 1)}
+        order = np.random.default_rng(seed).permutation(X.shape[0])[:n]
+        Xs, ys = X[order], np.array([targets[v] for v in y[order]])
+        served = ["original"]
+        for start in range(0, n, batch):
+            live.learn(as_batch(Xs[start : start + batch], 123), ys[start : start + batch])
+            if live.group.champion.name != served[-1]:
+                served.append(live.group.champion.name)
+        group = live.group
+        if group.promotions:
+            promoted.append({"seed": seed, "promoted": served[1:]})
+        for member in served[1:]:
+            by_member[member] = by_member.get(member, 0) + 1
+        detections += group.detections
+        comparison = group.comparison("aa", "live")
+        verdict = "serving" if comparison is None else comparison["verdict"]
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        if (seed + 1) % 100 == 0:
+            log(f"  {seed + 1}/{seeds} short streams at {confidence}: "
+                f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    return {
+        "stream": f"{n:,} examples of a random order of a9a (train + test) per seed",
+        "seeds": seeds,
+        "examples_per_seed": n,
+        "batch": batch,
+        "confidence": confidence,
+        "min_examples": PROMOTION["min_examples"],
+        "runs_with_a_promotion": len(promoted),
+        "runs_with_a_promotion_interval_95": clopper_pearson(len(promoted), seeds),
+        "promoted": promoted,
+        "promotions_by_member": by_member,
+        "detections": detections,
+        "detections_per_100k_examples": detections / (seeds * n) * 1e5,
+        "aa_final_verdicts": verdicts,
+        "seconds": time.perf_counter() - started,
+    }
+
+
 def _count(values) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
@@ -408,6 +679,114 @@ def _count(values) -> dict[str, int]:
 
 # -- 3. cost ------------------------------------------------------------------------------
 COST_PARAMS = {"rank": 16, "mode": "pa1", "C": 0.01}
+COST_AVERAGING = {"interval": 1000}
+#: the kinds of the in-process measurement: (create request without seed, seeded?)
+COST_KINDS = {
+    "dos": {"kind": "dos", "params": COST_PARAMS},
+    "linear-pa": {"kind": "linear-pa", "params": {"mode": "pa1", "C": 0.01}},
+}
+
+
+def _seeded(kind: str, seed: int) -> dict:
+    """The cost model's params of ``kind`` (DoS: with ``seed``; the linear kind has none)."""
+    params = dict(COST_KINDS[kind]["params"])
+    if kind == "dos":
+        params["seed"] = seed
+    return params
+
+
+def comparison_update_us(repeats: int = 5, calls: int = 20_000) -> dict[str, float]:
+    """µs of one paired comparison's ``update_many`` (``service.model.group.comparison``, a
+    classifier's, at 0.99): per call of 1 value, and per value in calls of 100 (medians)."""
+    from service.model.group import comparison
+
+    out = {}
+    for size in (1, 100):
+        differences, n = np.zeros(size), calls // size if size > 1 else calls
+        samples = []
+        for _ in range(repeats + 1):
+            test = comparison(False, 0.99)
+            began = time.perf_counter()
+            for _ in range(n):
+                test.update_many(differences)
+            samples.append((time.perf_counter() - began) / (n * size))
+        out[f"per value, calls of {size}"] = statistics.median(samples[1:]) * 1e6
+    return out
+
+
+def precise_cost(
+    repeats: int = 5, singles: int = 3000, bulk_requests: int = 200, log=print
+) -> dict:
+    """In-process (``in_process``: the LiveModel without HTTP, parse or log), per kind: the
+    wall time (``time.perf_counter``) of ``live.learn(batch, targets)`` over requests of 1
+    example and of 100, with 0, 1 and 3 challengers of the same spec (other seeds), and of
+    ``Member.learn`` of the same batches on a challenger (``c0``) learned alone; a fresh
+    model per measurement, the measurements of a repeat interleaved, the first repeat a
+    warm-up; medians of ``repeats``. a9a rows as dense rows (123 values each, as the service
+    holds a JSON dense row)."""
+    import gc
+
+    from core.datasets import data_dir, load_svmlight
+    from core.features import batch_from_rows, dense_row
+
+    X, y = load_svmlight(data_dir() / "a9a" / "a9a", n_features=123)
+    X, y = X.toarray(), y.astype(np.int64)
+    rows = [dense_row(x, 123) for x in X]
+    sizes = {"single": (1, singles), "bulk": (100, bulk_requests)}
+    samples: dict[str, list[float]] = {}
+    for kind in COST_KINDS:
+        for repeat in range(repeats + 1):
+            for size, (per, requests) in sizes.items():
+                start = (repeat * 7919) % (len(rows) - per * requests)
+                batches = [
+                    batch_from_rows(rows[start + k * per : start + (k + 1) * per])
+                    for k in range(requests)
+                ]
+                labels = [y[start + k * per : start + (k + 1) * per] for k in range(requests)]
+                for count in (0, 1, 3, "member"):
+                    challengers = tuple(
+                        {
+                            "name": f"c{k}",
+                            "kind": COST_KINDS[kind]["kind"],
+                            "params": _seeded(kind, k + 1),
+                            "averaging": COST_AVERAGING,
+                        }
+                        for k in range(1 if count == "member" else count)
+                    )
+                    body = {
+                        "kind": COST_KINDS[kind]["kind"],
+                        "input": {"n_features": 123},
+                        "params": _seeded(kind, 0),
+                        "averaging": COST_AVERAGING,
+                    }
+                    live = in_process(body, challengers)
+                    to = {label: live.target(label, "label") for label in (-1, 1)}
+                    targets = [np.array([to[v] for v in t]) for t in labels]
+                    learn = live.learn if count != "member" else live.group.member("c0").learn
+                    gc.collect()
+                    began = time.perf_counter()
+                    for batch, target in zip(batches, targets, strict=True):
+                        learn(batch, target)
+                    seconds = time.perf_counter() - began
+                    if repeat:  # (the first compiles or loads the kernels)
+                        key = f"{kind} {size} {count}"
+                        samples.setdefault(key, []).append(seconds / (per * requests))
+            log(f"  in-process cost {kind}: repeat {repeat}/{repeats}")
+    medians = {key: statistics.median(v) * 1e6 for key, v in samples.items()}
+    comparison_us = comparison_update_us()
+    return {
+        "comparison_update_us": comparison_us,
+        "kinds": {
+            kind: {**spec, "averaging": COST_AVERAGING, "input": {"n_features": 123}}
+            for kind, spec in COST_KINDS.items()
+        },
+        "challengers": "the same spec, seeds 1, 2, 3 (dos; linear-pa has no seed)",
+        "data": "a9a training rows as dense rows (123 values each)",
+        "requests": {"single": singles, "bulk": f"{bulk_requests} of 100 examples"},
+        "repeats": repeats,
+        "median_us_per_example": medians,
+        "samples_seconds_per_example": samples,
+    }
 
 
 def own_learn_us(X, y, repeats: int = 5) -> float:
@@ -427,7 +806,11 @@ def own_learn_us(X, y, repeats: int = 5) -> float:
 
 
 def cost_experiment(
-    rounds: int = 5, bulk_examples: int = 4000, singles: int = 300, log=print
+    rounds: int = 5,
+    bulk_examples: int = 20_000,
+    singles: int = 1500,
+    predictions: int = 10_000,
+    log=print,
 ) -> dict:
     """Feedback and predict through uvicorn: models with 0, 1 and 3 challengers, rounds
     interleaved; the server's CPU seconds and the wall time per example."""
@@ -442,7 +825,7 @@ def cost_experiment(
         samples.setdefault(key, []).append(value)
 
     rows = [{"x": x.tolist(), "label": int(t)} for x, t in zip(X, y, strict=True)]
-    instances = [{"x": x.tolist()} for x in X[:2000]]
+    instances = [{"x": x.tolist()} for x in X[:predictions]]
     with tempfile.TemporaryDirectory(prefix="experiments-cost-") as directory:
         env = {
             "LORENTZTRON_SNAPSHOT_DIR": directory,
@@ -455,13 +838,15 @@ def cost_experiment(
         ):
             for count, name in groups.items():
                 body = {"name": name, "kind": "dos", "input": {"n_features": 123},
-                        "params": {**COST_PARAMS, "seed": 0}}  # fmt: skip
+                        "params": {**COST_PARAMS, "seed": 0},
+                        "averaging": COST_AVERAGING}  # fmt: skip
                 _ok(http.post("/v1/models", json=body), 201)
                 for k in range(count):
                     challenger = {
                         "name": f"c{k}",
                         "kind": "dos",
                         "params": {**COST_PARAMS, "seed": k + 1},
+                        "averaging": COST_AVERAGING,
                     }
                     _ok(http.post(f"/v1/models/{name}/challengers", json=challenger), 201)
                 _ok(http.post(f"/v1/models/{name}/feedback", json={"examples": rows[:200]}))
@@ -488,15 +873,18 @@ def cost_experiment(
                     add(f"feedback single {count} wall", (time.perf_counter() - wall) / singles)
                     if count in (0, 3):
                         cpu, wall = server.cpu_seconds(), time.perf_counter()
-                        for k in range(0, 2000, 100):
+                        for k in range(0, predictions, 100):
                             _ok(
                                 http.post(
                                     f"/v1/models/{name}/predict",
                                     json={"instances": instances[k : k + 100]},
                                 )
                             )
-                        add(f"predict bulk {count}", (server.cpu_seconds() - cpu) / 2000)
-                        add(f"predict bulk {count} wall", (time.perf_counter() - wall) / 2000)
+                        cpu = server.cpu_seconds() - cpu
+                        add(f"predict bulk {count}", cpu / predictions)
+                        add(
+                            f"predict bulk {count} wall", (time.perf_counter() - wall) / predictions
+                        )
                         cpu, wall = server.cpu_seconds(), time.perf_counter()
                         for instance in instances[:singles]:
                             _ok(
@@ -511,11 +899,17 @@ def cost_experiment(
     own = own_learn_us(X[:4000], y[:4000])
     medians = {key: statistics.median(values) * 1e6 for key, values in samples.items()}
     return {
-        "model": {"kind": "dos", "input": {"n_features": 123}, **COST_PARAMS},
+        "model": {
+            "kind": "dos",
+            "input": {"n_features": 123},
+            **COST_PARAMS,
+            "averaging": COST_AVERAGING,
+        },
         "challengers": "the same spec, seeds 1, 2, 3",
         "data": "a9a training rows as dense JSON (123 numbers each)",
         "rounds": rounds,
         "bulk": {"examples_per_round": bulk_examples, "per_request": 100},
+        "predictions_per_round": predictions,
         "single_requests_per_round": singles,
         "own_learn_us_per_example": own,
         "median_us_per_example": medians,
@@ -528,26 +922,108 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f} %"
 
 
+def _examples(value: int | None) -> str:
+    return "never" if value is None else f"{value:,}"
+
+
 def change_table(result: dict) -> str:
+    """The first seed's recent error around the change, per configuration, and the
+    recoveries of every seed (median and range)."""
     change, batch = result["change"], result["batch"]
     offsets = [o for o in (250, 1000, 2000, 4000, 8000, 16000) if change + o <= result["examples"]]
-    head = ["served by", "before"] + [f"+{o:,}" for o in offsets] + ["end", "recovered after"]
+    seeds = result.get("seeds", [result.get("seed", 0)])
+    head = ["served by", f"before (last {BEFORE:,})"] + [f"+{o:,}" for o in offsets] + ["end"]
+    head += [f"recovered after (seed {seeds[0]})", f"median [range], {len(seeds)} seeds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    spreads = result.get("recovery_over_seeds", {})
     for label, curve in result["recent_error"].items():
-        points = [curve[change // batch - 1]] + [curve[(change + o) // batch - 1] for o in offsets]
+        points = [level_before(np.asarray(curve), change)]
+        points += [curve[(change + o) // batch - 1] for o in offsets]
         points.append(curve[-1])
-        back = result["recovery_examples"][label]
-        back = "not within the run" if back is None else f"{back:,} examples"
-        lines.append(f"| {label} | " + " | ".join(_pct(p) for p in points) + f" | {back} |")
-    policy = result["policy"]
+        back = _examples(result["recovery_examples"][label])
+        spread = spreads.get(label)
+        over = (
+            f"{_examples(spread['median'])} [{_examples(spread['min'])}, "
+            f"{_examples(spread['max'])}]"
+            if spread
+            else ""
+        )
+        lines.append(
+            f"| {label} | " + " | ".join(_pct(p) for p in points) + f" | {back} | {over} |"
+        )
     lines.append("")
     lines.append(
-        f"Drift policy: {policy['detections']} detection(s), the last at example "
-        f"{policy['last_detected_at_example']}; {policy['promotions']} promotion(s); "
-        f"serving at the end: `{policy['member_at_end']}`; another member serves from example "
-        f"{policy['first_batch_served_by_another_member_starts_at']}. `serve: best` served "
-        f"the averaged variant for {result['served_by']['serve: best'].count('averaged')} of "
-        f"{len(result['served_by']['serve: best'])} batches."
+        f"Values: seed {seeds[0]}'s error over the {BEFORE:,} examples before the change, "
+        'then its recent error (last 1,000 examples) after it; "recovered after": examples '
+        'after the change until a window wholly after it is within 1 point of "before" '
+        "(never: not within the run)."
+    )
+    lines.append("")
+    per_seed = result.get("per_seed", [{"seed": seeds[0], "policy": result["policy"]}])
+    lines.append(
+        "| seed | detections | last at example | promotions | another member serves from "
+        "| serving at the end | the other members at the end (live: paired examples, mean "
+        "difference, verdict) |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
+    for run in per_seed:
+        policy = run["policy"]
+        others = policy.get("challengers_at_end", {})
+        described = "; ".join(
+            f"`{name}`: "
+            + (
+                "none"
+                if c is None
+                else (
+                    f"{c['examples']:,}, {c['mean_difference']:+.3f}, {c['verdict']}"
+                    if c["mean_difference"] is not None
+                    else f"{c['examples']:,}, -, {c['verdict']}"
+                )
+            )
+            for name, c in others.items()
+        )
+        start = policy["first_batch_served_by_another_member_starts_at"]
+        lines.append(
+            f"| {run['seed']} | {policy['detections']} | "
+            f"{_examples(policy['last_detected_at_example']) if policy['detections'] else '-'} | "
+            f"{policy['promotions']} | {'-' if start is None else f'{start:,}'} | "
+            f"`{policy['member_at_end']}` | {described or '-'} |"
+        )
+    lines.append("")
+    served = result["served_by"]["serve: best"]
+    lines.append(
+        f"`serve: best` served the averaged variant for {served.count('averaged')} of "
+        f"{len(served)} batches (seed {seeds[0]})."
+    )
+    return "\n".join(lines)
+
+
+def pilot_table(result: dict) -> str:
+    """The MNIST pilot: per variant, the error around the swap and what the policy did."""
+    lines = [
+        f"| variant | before (last {BEFORE:,}) | +1,000 | +2,000 | end | recovered after "
+        "| detections "
+        "| promotions | drift challenger at the end (live: paired examples, mean difference, "
+        "verdict) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, row in result["variants"].items():
+        drift = row["comparisons_at_end"].get("drift/live")
+        said = (
+            "-"
+            if drift is None
+            else f"{drift['examples']:,}, {drift['mean_difference']:+.3f}, {drift['verdict']}"
+        )
+        lines.append(
+            f"| {label} | {_pct(row['before'])} | {_pct(row['after_1000']['none'])} | "
+            f"{_pct(row['after_2000']['none'])} | {_pct(row['end']['none'])} | "
+            f"{_examples(row['recovery']['none'])} | {row['detections']} | {row['promotions']} "
+            f"| {said} |"
+        )
+    lines.append("")
+    lines.append(
+        "The error columns are the model without policies (the model with them served the same "
+        "member throughout, so the same figures whenever no promotion happened)."
     )
     return "\n".join(lines)
 
@@ -573,13 +1049,77 @@ def false_alarm_table(result: dict) -> str:
     return "\n".join(["| measure | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
 
 
+def short_false_alarm_table(results: dict) -> str:
+    """The many short stationary streams, a column per confidence."""
+    runs = list(results.values())
+    rows = [
+        ("seeds (runs)", lambda r: f"{r['seeds']:,}"),
+        ("examples per run (batches of)", lambda r: f"{r['examples_per_seed']:,} ({r['batch']})"),
+        ("min_examples", lambda r: f"{r['min_examples']:,}"),
+        ("runs with a promotion (any member)", lambda r: f"{r['runs_with_a_promotion']}"),
+        (
+            "95 % Clopper-Pearson interval of that rate",
+            lambda r: "[{:.2f} %, {:.2f} %]".format(
+                *(100 * v for v in r["runs_with_a_promotion_interval_95"])
+            ),
+        ),
+        ("promotions by member", lambda r: json.dumps(r["promotions_by_member"])),
+        (
+            "drift detections (per 100,000 examples)",
+            lambda r: f"{r['detections']} ({r['detections_per_100k_examples']:.2f})",
+        ),  # fmt: skip
+        ("A/A challenger's final verdict", lambda r: json.dumps(r["aa_final_verdicts"])),
+        ("run time", lambda r: f"{r['seconds']:.0f} s"),
+    ]
+    head = "| measure | " + " | ".join(f"confidence {r['confidence']}" for r in runs) + " |"
+    lines = [head, "|---|" + "---|" * len(runs)]
+    lines += [f"| {name} | " + " | ".join(f(r) for r in runs) + " |" for name, f in rows]
+    return "\n".join(lines)
+
+
+def precise_cost_table(result: dict) -> str:
+    """In-process learning time per example: alone, with challengers, the marginal cost of
+    one challenger and a challenger's own ``Member.learn``."""
+    m = result["median_us_per_example"]
+    lines = [
+        "| kind | request | model alone | with 1 | with 3 | marginal per challenger (1; 3) "
+        "| member.learn alone | marginal / member.learn (1; 3) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kind in result["kinds"]:
+        for size, what in (("single", "1 example"), ("bulk", "100 examples")):
+            alone, one, three = (m[f"{kind} {size} {c}"] for c in (0, 1, 3))
+            member = m[f"{kind} {size} member"]
+            first, each = one - alone, (three - alone) / 3
+            lines.append(
+                f"| {kind} | {what} | {alone:.2f} | {one:.2f} | {three:.2f} | "
+                f"{first:.2f}; {each:.2f} | {member:.2f} | "
+                f"{first / member:.2f}; {each / member:.2f} |"
+            )
+    lines.append("")
+    comparison = result.get("comparison_update_us", {})
+    if comparison:
+        lines.append(
+            "One paired comparison's `update_many` (a challenger has two, its live and averaged "
+            f"variants): {comparison['per value, calls of 1']:.2f} µs for 1 value, "
+            f"{comparison['per value, calls of 100']:.3f} µs per value in calls of 100."
+        )
+        lines.append("")
+    lines.append(
+        "µs of wall time per example (`time.perf_counter`), median of "
+        f"{result['repeats']} repeats; {result['requests']['single']:,} single-example requests "
+        f"and {result['requests']['bulk']} per measurement."
+    )
+    return "\n".join(lines)
+
+
 def cost_table(result: dict) -> str:
     m = result["median_us_per_example"]
     own = result["own_learn_us_per_example"]
     lines = [
         "| requests | challengers | server CPU µs / example | ratio to alone "
-        "| marginal µs per challenger | marginal / own learn | wall examples / s |",
-        "|---|---|---|---|---|---|---|",
+        "| marginal µs per challenger | wall examples / s |",
+        "|---|---|---|---|---|---|",
     ]
     for what in ("feedback bulk", "feedback single"):
         base = m[f"{what} 0"]
@@ -589,7 +1129,6 @@ def cost_table(result: dict) -> str:
             lines.append(
                 f"| {what} | {count} | {cpu:.1f} | {cpu / base:.2f} | "
                 f"{'' if marginal is None else f'{marginal:.1f}'} | "
-                f"{'' if marginal is None else f'{marginal / own:.1f}'} | "
                 f"{1e6 / m[f'{what} {count} wall']:,.0f} |"
             )
     for what in ("predict bulk", "predict single"):
@@ -597,13 +1136,14 @@ def cost_table(result: dict) -> str:
         for count in (0, 3):
             cpu = m[f"{what} {count}"]
             lines.append(
-                f"| {what} | {count} | {cpu:.1f} | {cpu / base:.2f} | | | "
+                f"| {what} | {count} | {cpu:.1f} | {cpu / base:.2f} | | "
                 f"{1e6 / m[f'{what} {count} wall']:,.0f} |"
             )
     lines.append("")
     lines.append(
-        f"The model's own learning time (core `DoSClassifier.learn_many`, rank "
-        f"{result['model']['rank']}, a9a): **{own:.2f} µs per example** (median of 5)."
+        f"For scale: the core estimator's own `DoSClassifier.learn_many` (rank "
+        f"{result['model']['rank']}, no averaging, a9a as sparse rows) takes {own:.2f} µs "
+        "per example (CPU time, median of 5)."
     )
     return "\n".join(lines)
 
@@ -628,7 +1168,8 @@ def plot(result: dict, path: Path) -> None:
     plt.close(figure)
 
 
-COMMAND = "cd /work/wt-bench && python -m benchmarks.experiments"
+#: what a user runs from the repository root
+COMMAND = ".venv/bin/python -m benchmarks.experiments"
 
 
 def write(
@@ -656,6 +1197,11 @@ def write(
                 body,
                 HEADER,
             )
+    if "mnist_pilot" in results:
+        body = f"```\n{COMMAND} --part change\n```\n\n" + pilot_table(results["mnist_pilot"])
+        replace_section(
+            page, "<!-- mnist-pilot:begin -->", "<!-- mnist-pilot:end -->", body, HEADER
+        )
     if "false_alarms" in results:
         body = f"```\n{COMMAND} --part false_alarms\n```\n\n" + false_alarm_table(
             results["false_alarms"]
@@ -663,6 +1209,16 @@ def write(
         replace_section(
             page, "<!-- false-alarms:begin -->", "<!-- false-alarms:end -->", body, HEADER
         )
+    if "false_alarms_short" in results:
+        body = f"```\n{COMMAND} --part false_alarms\n```\n\n"
+        body += short_false_alarm_table(results["false_alarms_short"])
+        begin, end = "<!-- false-alarms-short:begin -->", "<!-- false-alarms-short:end -->"
+        replace_section(page, begin, end, body, HEADER)
+    if "cost_in_process" in results:
+        body = f"```\n{COMMAND} --part cost\n```\n\n"
+        body += precise_cost_table(results["cost_in_process"])
+        begin, end = "<!-- cost-in-process:begin -->", "<!-- cost-in-process:end -->"
+        replace_section(page, begin, end, body, HEADER)
     if "cost" in results:
         body = f"```\n{COMMAND} --part cost\n```\n\n" + cost_table(results["cost"])
         replace_section(page, "<!-- cost:begin -->", "<!-- cost:end -->", body, HEADER)
@@ -671,16 +1227,26 @@ def write(
 def run(parts: list[str], quick: bool = False, seeds: int = 50, log=print) -> dict:
     results: dict = {}
     if "change" in parts:
-        results["a9a"] = change_experiment("a9a", 4000 if quick else None, log)
-        results["a9a_slow"] = change_experiment("a9a", 6000 if quick else None, log, PA_C_SLOW)
-        results["mnist"] = change_experiment("mnist", 3000 if quick else 20_000, log)
+        seeds = CHANGE_SEEDS[:1] if quick else CHANGE_SEEDS
+        results["a9a"] = change_seeds("a9a", 4000 if quick else None, log, PA_C, seeds)
+        results["a9a_slow"] = change_seeds("a9a", 6000 if quick else None, log, PA_C_SLOW, seeds)
+        results["mnist_pilot"] = pilot_experiment(3000 if quick else 20_000, log)
+        results["mnist"] = change_seeds("mnist", 3000 if quick else 20_000, log, MNIST_C, seeds)
     if "false_alarms" in parts:
         results["false_alarms"] = false_alarm_experiment(
             3 if quick else seeds, 3000 if quick else None, log=log
         )
+        results["false_alarms_short"] = {
+            str(confidence): short_false_alarms(
+                20 if quick else SHORT_SEEDS, 3000 if quick else SHORT_EXAMPLES, confidence, log=log
+            )
+            for confidence in (0.99, 0.95)
+        }
     if "cost" in parts:
-        kwargs = {"rounds": 1, "bulk_examples": 200, "singles": 20} if quick else {}
-        results["cost"] = cost_experiment(**kwargs, log=log)
+        quick_precise = {"repeats": 1, "singles": 50, "bulk_requests": 5} if quick else {}
+        results["cost_in_process"] = precise_cost(**quick_precise, log=log)
+        kwargs = {"rounds": 1, "bulk_examples": 200, "singles": 20, "predictions": 200}
+        results["cost"] = cost_experiment(**(kwargs if quick else {}), log=log)
     return results
 
 
