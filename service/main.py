@@ -51,7 +51,8 @@ example at a time. Errors are JSON `{"error": {"code", "message", "details"}}`."
 
 def warm_up() -> None:
     """Compile the per-request kernels of every kind (binary, one-vs-one, averaging, mofm and
-    its refit, the separation learners, the svmlight parser) before readiness."""
+    its refit, the separation learners, the svmlight parser), of the members' comparisons
+    and of the drift detectors before readiness."""
     from core.averaging import Averaged
     from core.calibration import Calibrated
     from core.datasets import parse_svmlight
@@ -110,6 +111,13 @@ def warm_up() -> None:
             averaged.predict_many(X)
             if isinstance(base, Calibrated):  # the probabilities' kernels
                 averaged.predict_proba_many(X)
+    from core.drift import ADWIN, PageHinkley
+    from core.sequential import PairedDifference
+
+    for bound in (1.0, None):  # a model's comparisons, and its drift detectors
+        PairedDifference(bound=bound).update_many(np.array([0.0, 1.0, -1.0]))
+    for detector in (ADWIN(mode="up"), PageHinkley(mode="up")):
+        detector.update_many(np.array([0.0, 1.0, 0.0]))
 
 
 def make_store(settings: Settings):
