@@ -181,6 +181,7 @@ def _content() -> dict:
     return {
         "model": "m",
         "version": 1,
+        "member": "original",
         "variant": "live",
         "predictions": [prediction | {"prediction_id": uuid.uuid4().hex}],
     }
@@ -385,12 +386,13 @@ async def _measure_app(app, workload: Workload, args, put) -> None:
     predict_body = workload.predict_bodies[0]
     instance = PredictRequest.model_validate_json(predict_body).instances[0]
     row = instance_row(instance, live.n_features)
-    version, labels, scores = live.predict([row], "live")[:3]
+    version, member, variant, labels, scores, _ = live.predict([row], "live")
     prediction = {"label": labels[0], "score": scores[0], "probability": None}
     content = {
         "model": "m",
         "version": version,
-        "variant": "live",
+        "member": member,
+        "variant": variant,
         "predictions": [prediction | {"prediction_id": uuid.uuid4().hex}],
     }
     entry = {
