@@ -312,7 +312,8 @@ class Group:
     # -- changes (writer lock held; the model saves them before anyone sees them) --------
     def promote(self, member: str, variant: str | None = None) -> None:
         """``member`` serves from now on (its ``variant``, default live); the champion stays
-        as a challenger. ValueError if there is no such member or variant."""
+        as a challenger. KeyError if there is no such member, ValueError if it has no such
+        variant."""
         chosen = self._members.get(member)
         if chosen is None:
             raise KeyError(member)
