@@ -2,7 +2,7 @@
 
 The domain (models, journal, lifecycle, worker) raises these and knows no HTTP status;
 ``service.http.errors`` maps each class to its status in one place. Every code a client can
-receive is declared once in :data:`CODES` with its class and meaning: the README's list of
+receive is declared once in :data:`CODES` with its class and meaning: docs/api.md's list of
 error codes and the OpenAPI description are checked against it.
 """
 

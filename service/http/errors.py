@@ -62,7 +62,7 @@ def status_of(code: str) -> int:
 
 
 def codes_by_status() -> dict[int, list[str]]:
-    """Every error code a client can receive, by HTTP status (README, OpenAPI)."""
+    """Every error code a client can receive, by HTTP status (docs/api.md, OpenAPI)."""
     found: dict[int, list[str]] = {}
     for code in CODES:
         found.setdefault(status_of(code), []).append(code)

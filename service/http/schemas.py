@@ -267,7 +267,7 @@ class SnapshotList(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(..., description="stable, machine-readable (the README lists them)")
+    code: str = Field(..., description="stable, machine-readable (docs/api.md lists them)")
     message: str = Field(..., description="for people")
     details: Any = Field(None, description="where the error is (a field, a row), or null")
 
@@ -282,4 +282,4 @@ class InferenceErrorResponse(BaseModel):
     """Every error answer under ``/v2`` (the Open Inference Protocol's form)."""
 
     error: str = Field(..., description="for people")
-    code: str = Field(..., description="stable, machine-readable (the README lists them)")
+    code: str = Field(..., description="stable, machine-readable (docs/api.md lists them)")

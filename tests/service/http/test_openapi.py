@@ -1,5 +1,5 @@
 """The API description is the API: every reference resolves, every error a route answers is
-declared with its real envelope, the schemas refuse what the service refuses, the README's
+declared with its real envelope, the schemas refuse what the service refuses, docs/api.md's
 error codes are the service's, and a bounded schemathesis run (every check, response-schema
 conformance included) against a real server finds nothing."""
 
@@ -129,8 +129,8 @@ def test_a_405_says_what_is_allowed(client):
         assert answer.json()["error"]["code"] == "method_not_allowed"
 
 
-def test_the_readme_lists_every_error_code():
-    readme = (ROOT / "README.md").read_text()
+def test_the_api_page_lists_every_error_code():
+    readme = (ROOT / "docs" / "api.md").read_text()
     section = readme.split("<!-- error-codes:begin -->")[1].split("<!-- error-codes:end -->")[0]
     listed = dict(re.findall(r"^\| `([a-z_]+)` \| (\d+) \|", section, flags=re.M))
     assert listed == {

@@ -397,7 +397,7 @@ def test_deeply_nested_json_is_malformed_json(client):
 
 def test_idempotency_keys_are_scoped_per_model(client):
     """A key is one model's: with the same model, another endpoint or body is refused; on
-    another model it is another key, applied there. The README says exactly that."""
+    another model it is another key, applied there. docs/api.md says exactly that."""
     for name in ("a", "b"):
         create(client, name=name)
     key = {"Idempotency-Key": "k-1"}
@@ -417,7 +417,7 @@ def test_idempotency_keys_are_scoped_per_model(client):
     elsewhere = client.post("/v1/models/b/feedback", json=body, headers=key)
     assert elsewhere.status_code == 200 and "idempotent-replayed" not in elsewhere.headers
     assert client.get("/v1/models/b").json()["examples_learned"] == 1
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "api.md").read_text().split())
     assert (
         "A key is one model's: sent to the same model with another endpoint or another body, it "
         "is refused (`idempotency_key_reused`); sent to another model, it is another key"
