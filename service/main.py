@@ -166,7 +166,7 @@ def start_role(worker: SnapshotWorker, settings: Settings):
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     check_role(settings)
-    metrics = Metrics()
+    metrics = Metrics(snapshot_interval=settings.snapshot_interval)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

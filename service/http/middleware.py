@@ -116,8 +116,7 @@ class ServiceMiddleware:
                 status["code"], body, _ = internal_error()
                 await _send_json(send_with_id, status["code"], in_form(body, path))
         elapsed = time.perf_counter() - started
-        route = scope.get("route")
-        endpoint = getattr(route, "path", "unmatched")
+        endpoint = getattr(scope.get("route"), "path", None) or _mount_template(scope)
         method = scope["method"]
         self.metrics.request_done(endpoint, method, status["code"], elapsed)
         if log.isEnabledFor(logging.INFO):
@@ -140,6 +139,16 @@ class ServiceMiddleware:
                 request_id,
                 extra={"fields": fields},
             )
+
+
+def _mount_template(scope) -> str:
+    """The endpoint label of a request no route answered: a mounted app's path template
+    (``/docs/assets/{path}``, the documentation's scripts and styles: a ``Mount`` sets no
+    ``route`` but moves its path from ``path`` to ``root_path``), else ``unmatched``."""
+    if "endpoint" not in scope:  # (set by the route or mount that matched)
+        return "unmatched"
+    mounted = scope.get("root_path", "")[len(scope.get("app_root_path", "")) :]
+    return f"{mounted}/{{path}}" if mounted else "unmatched"
 
 
 async def _send_json(send, status: int, body: dict) -> None:

@@ -23,6 +23,7 @@ from prometheus_client import (
 )
 
 from core import __version__
+from service.config import Settings
 
 # no `*_created` series: a timestamp per counter and histogram child, which doubles the
 # series Prometheus stores and which no dashboard or rule reads (process-wide setting)
@@ -36,9 +37,13 @@ TAKEOVER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
 
 class Metrics:
-    """The service's metrics on their own CollectorRegistry."""
+    """The service's metrics on their own CollectorRegistry; ``snapshot_interval`` is the
+    configured one (``Settings.snapshot_interval``), exported for the alert on stale
+    snapshots."""
 
-    def __init__(self):
+    def __init__(
+        self, snapshot_interval: float = Settings.model_fields["snapshot_interval"].default
+    ):
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -225,6 +230,13 @@ class Metrics:
         self.snapshot_failures = Counter(
             p + "snapshot_failures_total", "Failed snapshot attempts.", ["model"], registry=registry
         )
+        self.snapshot_interval = Gauge(
+            p + "snapshot_interval_seconds",
+            "Configured seconds between snapshots of a model that changed "
+            "(LORENTZTRON_SNAPSHOT_INTERVAL).",
+            registry=registry,
+        )
+        self.snapshot_interval.set(snapshot_interval)
         self.store_up = Gauge(
             p + "snapshot_store_up",
             "1 if the snapshot store answered the last check.",

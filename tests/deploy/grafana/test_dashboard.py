@@ -157,6 +157,41 @@ def test_latency_panel_leaves_out_probes_and_scrapes():
         assert 'endpoint!~"/metrics|/healthz|/readyz"' in target["expr"]
 
 
+def test_quantile_panels_plot_the_quantiles_they_name():
+    """A panel whose title names quantiles (``p50 and p99``, ``p50 / p95 / p99``) plots
+    exactly those, each by histogram_quantile and labelled by its quantile (the snapshot
+    duration panel once plotted p95 and the mean under "p50 and p99")."""
+    titled = {p["title"]: p for p in panels(dashboard()) if re.search(r"\bp\d+\b", p["title"])}
+    assert "Snapshot duration (p50 and p99)" in titled
+    for title, panel in titled.items():
+        named = sorted(int(q) for q in re.findall(r"\bp(\d+)\b", title))
+        plotted = []
+        for target in panel["targets"]:
+            (q,) = re.findall(r"histogram_quantile\((0\.\d+),", target["expr"])
+            assert target["legendFormat"].startswith(f"p{q[2:]:0<2} "), (title, target)
+            plotted.append(round(float(q) * 100))
+        assert sorted(plotted) == named, title
+
+
+def test_per_second_panels_have_a_rate_unit():
+    """Examples and predictions per second are rates: Grafana's records/sec (``recps``, shown
+    as rec/s: an example or a scored instance is a record), not the bare ``short``."""
+    rates = {
+        p["title"]: p["fieldConfig"]["defaults"]["unit"]
+        for p in panels(dashboard())
+        if any(
+            name in t["expr"]
+            for t in p["targets"]
+            for name in ("lorentztron_feedback_examples_total", "lorentztron_predictions_total")
+        )
+    }
+    assert rates == {
+        "Feedback examples / s": "recps",
+        "Predictions per second": "recps",
+        "Feedback examples per second": "recps",
+    }
+
+
 def test_model_variable_lists_a_per_model_metric():
     model = variables(dashboard())["model"]
     assert model["type"] == "query" and model["multi"] and model["includeAll"]

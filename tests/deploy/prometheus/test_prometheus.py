@@ -5,6 +5,7 @@ rules return data and the problems staged by the live stack raise their alerts."
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import yaml
 from tests.deploy.conftest import (
     DEPLOY,
     ROLES_JOB,
+    ROOT,
     SERVICE_JOB,
     exported_metric_names,
     metric_names,
@@ -64,6 +66,22 @@ def test_rules_read_only_metrics_the_service_exports():
     for rule in rules("alert"):
         assert rule["labels"]["severity"] in {"warning", "critical"}
         assert rule["annotations"]["summary"]
+
+
+def test_every_alert_says_what_to_do_in_a_runbook_section():
+    """Each alert has a description and a ``runbook`` annotation naming its own section of
+    docs/runbook.md (a heading whose GitHub anchor is the alert's name in lower case)."""
+    runbook = ROOT / "docs" / "runbook.md"
+    anchors = {
+        re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in runbook.read_text().splitlines()
+        if line.startswith("## ")
+    }
+    for rule in rules("alert"):
+        annotations = rule["annotations"]
+        assert annotations.get("description", "").strip(), rule["alert"]
+        assert annotations["runbook"] == f"docs/runbook.md#{rule['alert'].lower()}"
+        assert rule["alert"].lower() in anchors, rule["alert"]
 
 
 def test_recording_rules_return_data(live_stack):

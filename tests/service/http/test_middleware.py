@@ -111,3 +111,22 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closed(
             assert code == "request_timeout", (path, error)
         metrics = httpx.get(f"{server.url}/metrics").text
         assert 'status="408"' in metrics and 'status="500"' not in metrics
+
+
+def test_documentation_assets_are_counted_under_their_mounts_template(client):
+    """Swagger UI's scripts and styles (a mounted app, not a route) are one endpoint,
+    ``/docs/assets/{path}``, not ``unmatched``; a path nothing serves still is."""
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png", "missing.js"):
+        client.get(f"/docs/assets/{asset}")
+    client.get("/nowhere")
+    text = client.get("/metrics").text
+    for status in (200, 404):
+        assert (
+            'lorentztron_http_requests_total{endpoint="/docs/assets/{path}",method="GET",'
+            f'status="{status}"}}'
+        ) in text
+    assert 'status="200"' not in "".join(
+        line for line in text.splitlines() if 'endpoint="unmatched"' in line
+    )
+    unmatched = 'endpoint="unmatched",method="GET",status="404"} 1.0'
+    assert f"lorentztron_http_requests_total{{{unmatched}" in text
