@@ -73,7 +73,8 @@ class History:
 
     # -- sampling --------------------------------------------------------------------------
     def _histograms(self) -> dict[str, tuple[list[float], list[float], float, float]]:
-        """Per tracked endpoint (methods summed): bounds, cumulative counts, sum, count."""
+        """Per tracked endpoint and method (``"POST /v1/models/{name}/predict"``): bounds,
+        cumulative counts, sum, count."""
         buckets: dict[str, dict[float, float]] = {}
         sums: dict[str, float] = {}
         totals: dict[str, float] = {}
@@ -82,6 +83,7 @@ class History:
                 endpoint = sample.labels.get("endpoint", "")
                 if not endpoint.startswith(TRACKED_PREFIX):
                     continue
+                endpoint = f"{sample.labels.get('method', '')} {endpoint}".lstrip()
                 if sample.name.endswith("_bucket"):
                     bound = float(sample.labels["le"])
                     per_bound = buckets.setdefault(endpoint, {})

@@ -206,7 +206,8 @@ function niceTicks(lo, hi, n) {
 function fmt(v) {
   if (v === null || v === undefined || Number.isNaN(v)) return "\\u2013";
   const a = Math.abs(v);
-  if (a !== 0 && (a < 0.01 || a >= 1e5)) return v.toExponential(2);
+  if (a === 0) return "0";
+  if (a < 0.01 || a >= 1e5) return v.toExponential(2);
   return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(3);
 }
 
@@ -218,7 +219,9 @@ function clock(t) {
 function chart(target, series, t0, t1, yFixed) {
   const box = document.getElementById(target);
   box.textContent = "";
-  series = series.filter(s => s.points.some(p => p[1] !== null && p[1] !== undefined));
+  // only what the window shows: a sample older than t0 would stretch the axis unseen
+  series = series.map(s => ({...s, points: s.points.filter(p => p[0] >= t0)}))
+                 .filter(s => s.points.some(p => p[1] !== null && p[1] !== undefined));
   const W = 560, H = 210, L = 52, R = 10, T = 8, B = 24;
   const values = series.flatMap(s => s.points.map(p => p[1])).filter(v => v !== null);
   const svg = el("svg", {viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img"});
@@ -279,8 +282,10 @@ function age(seconds) {
   return (seconds / 3600).toFixed(1) + " h";
 }
 
-function modelSeries(samples, field, label) {
-  const names = [...new Set(samples.flatMap(s => Object.keys(s.models)))].sort();
+function modelSeries(samples, field, label, current) {
+  // the models served now (a deleted model leaves the legends)
+  const names = [...new Set(samples.flatMap(s => Object.keys(s.models)))]
+    .filter(name => current.has(name)).sort();
   return names.map((name, k) => ({
     name: label ? label(name, samples) : name,
     color: k,
@@ -298,7 +303,10 @@ function endpointSeries(samples, field, scale, companion) {
   const lastOf = points => points.map(p => p[1]).filter(v => v !== null).pop();
   const series = [];
   names.forEach((name, k) => {
-    const short = name.replace("/v1/models", "").replace("/{name}/", "") || "create";
+    // "POST predict", "GET /{name}", "DELETE /{name}", "POST create": the method says which
+    const [method, path] = name.split(" ");
+    const short = method + " " + (path.replace("/v1/models", "").replace("/{name}/", "") ||
+                                  "create");
     const points = pick(name, field);
     const entry = {name: short, color: k, points};
     if (companion) {
@@ -453,12 +461,13 @@ async function refresh() {
     `${samples.length} samples every ${data.interval} s \\u00b7 updated ${clock(data.now)}`;
   renderModels(data.models);
   renderMembers(data.models);
-  chart("accuracy", modelSeries(samples, "accuracy"), t0, t1, [0, 1]);
+  const current = new Set(data.models.map(m => m.name));
+  chart("accuracy", modelSeries(samples, "accuracy", null, current), t0, t1, [0, 1]);
   const lossName = (name, all) => {
     const last = all.map(s => s.models[name]).filter(Boolean).pop();
     return last ? `${name} (${last.loss_kind})` : name;
   };
-  chart("loss", modelSeries(samples, "loss", lossName), t0, t1);
+  chart("loss", modelSeries(samples, "loss", lossName, current), t0, t1);
   chart("latency", endpointSeries(samples, "p99", 1000, "p50"), t0, t1);
   chart("rate", endpointSeries(samples, "rate", 1), t0, t1);
   document.body.dataset.ready = "1";

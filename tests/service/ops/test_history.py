@@ -51,15 +51,17 @@ def test_latency_is_computed_from_histogram_deltas():
     for seconds in (0.003, 0.004, 0.02, 0.3):
         metrics.latency.labels("/v1/models/{name}/predict", "POST").observe(seconds)
     metrics.latency.labels("/healthz", "GET").observe(0.001)  # not a model endpoint
+    metrics.latency.labels("/v1/models/{name}", "DELETE").observe(0.05)
     endpoints = history.sample(now=102.0)["endpoints"]
-    assert set(endpoints) == {"/v1/models/{name}/predict"}
-    predict = endpoints["/v1/models/{name}/predict"]
+    # by method too: GET, PUT and DELETE of /{name} are three lines of the status page
+    assert set(endpoints) == {"POST /v1/models/{name}/predict", "DELETE /v1/models/{name}"}
+    predict = endpoints["POST /v1/models/{name}/predict"]
     assert predict["rate"] == pytest.approx(2.0)
     assert predict["mean"] == pytest.approx((0.003 + 0.004 + 0.02 + 0.3) / 4)
     assert 0.002 <= predict["p50"] <= 0.005  # second of four in the 2-5 ms bucket
     assert 0.25 <= predict["p99"] <= 0.5
     # nothing new: a zero rate and no quantiles, not the old ones again
-    quiet = history.sample(now=103.0)["endpoints"]["/v1/models/{name}/predict"]
+    quiet = history.sample(now=103.0)["endpoints"]["POST /v1/models/{name}/predict"]
     assert quiet == {"rate": 0.0, "p50": None, "p99": None, "mean": None}
 
 

@@ -171,7 +171,12 @@ def test_status_page_in_headless_chromium(tmp_path):
         assert added.status_code == 201, added.text
         patched = http.patch("/v1/models/churn", json={"drift": {"detector": "page_hinkley"}})
         assert patched.status_code == 200, patched.text
+        gone = {"name": "gone", "kind": "linear-pa", "input": {"n_features": 4}}
+        assert http.post("/v1/models", json=gone).status_code == 201
+        one = {"examples": [{"x": [0.1, 0.2, 0.3, 0.4], "label": 1}]}
+        assert http.post("/v1/models/gone/feedback", json=one).status_code == 200
         traffic.drive(http, seconds=5)
+        assert http.delete("/v1/models/gone").status_code == 204  # (sampled, then deleted)
         # demand's learning paused, one feedback request logged since
         assert http.post("/v1/models/demand/learning", json={"paused": True}).status_code == 200
         one = {"examples": [{"x": [0.1, 0.2, 0.3, 0.4], "label": 1.0}]}
@@ -218,6 +223,10 @@ def test_status_page_in_headless_chromium(tmp_path):
         section = re.search(rf'<div id="{chart}">(.*?)</div>\s*</section>', dom, re.S)
         assert section and "<path" in section.group(1), f"chart {chart} has no line"
     assert ">no data yet</text>" not in dom
+    legends = re.findall(r'<div class="legend">(.*?)</div>', dom, re.S)
+    assert legends and not any("gone" in legend for legend in legends)  # deleted: not shown
+    assert any("POST predict" in legend for legend in legends)  # the method says which
+    assert ">0.000</text>" not in dom  # a zero tick reads 0
     png = screenshot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     if os.environ.get("LORENTZTRON_UPDATE_DOCS"):  # refresh the committed screenshot
