@@ -156,6 +156,15 @@ def settings_help() -> str:
     return "\n".join(lines)
 
 
+#: the service the commands that talk to one reach without --url and $LORENTZTRON_URL
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+#: the CLI's client: a short retry of the answers that say "try again", and a refused
+#: connection reported in well under a second (a person waits at the prompt; the client's
+#: default of 4 retries from 0.25 s kept them waiting 3.7 s in silence)
+CLIENT_OPTIONS = {"retries": 2, "backoff": 0.1, "max_backoff": 1.0}
+
+
 class ConfigurationError(Exception):
     """A setting cannot be used: one line naming the variable."""
 
@@ -347,6 +356,9 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("file", type=Path, help="a .safetensors model file")
             command.add_argument("--name", help="the new model's name (default: the file's)")
         _service_options(command)
+    # each command's parser (the deepest: `challenger list`'s), to say what it takes
+    for command in [*commands.choices.values(), *actions.choices.values()]:
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -358,21 +370,32 @@ def _paragraphs(*paragraphs: str) -> str:
 
 
 def _service_options(command: argparse.ArgumentParser) -> None:
-    """``--url`` and ``--key`` of a command that talks to a running service."""
+    """``--url`` and ``--key`` of a command that talks to a running service. Either may be
+    given without a value or with an empty one (``--key $LORENTZTRON_WRITE_KEYS`` when no
+    keys are set): no key, the default URL."""
     command.add_argument(
         "--url",
-        default=os.environ.get("LORENTZTRON_URL", "http://127.0.0.1:8000"),
-        help="the service (default: $LORENTZTRON_URL or %(default)s)",
+        nargs="?",
+        const=DEFAULT_URL,
+        type=lambda text: text or DEFAULT_URL,
+        default=os.environ.get("LORENTZTRON_URL") or DEFAULT_URL,
+        help=f"the service (default: $LORENTZTRON_URL or {DEFAULT_URL})",
     )
     command.add_argument(
         "--key",
-        default=os.environ.get("LORENTZTRON_KEY"),
-        help="a bearer key (default: $LORENTZTRON_KEY)",
+        nargs="?",
+        const=None,
+        type=lambda text: text or None,
+        default=os.environ.get("LORENTZTRON_KEY") or None,
+        help="a bearer key (default: $LORENTZTRON_KEY; empty or no value: none)",
     )
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage, not lorentztron's (argparse reports them at the top)
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     run = {
         "serve": serve,
         "learn": learn,
@@ -498,14 +521,27 @@ def evaluate(args) -> None:
 
 @contextmanager
 def _service(args):
-    """A client of ``--url`` with ``--key``; the service's refusals as one-line errors."""
-    from service.client import Client, LorentztronError
+    """A client of ``--url`` with ``--key``; the service's refusals, and no answer at all,
+    as one-line errors."""
+    from service.client import Client, LorentztronError, TransportError
 
     try:
-        with Client(args.url, key=args.key) as client:
+        with Client(args.url, key=args.key, **CLIENT_OPTIONS) as client:
             yield client
+    except TransportError as error:
+        raise ValueError(_unreachable(args.url, error.__cause__ or error)) from None
     except LorentztronError as error:
         raise ValueError(f"{error.code or error.status}: {error.message}") from None
+
+
+def _unreachable(url: str, cause: BaseException) -> str:
+    """One line for a service that did not answer: where, why, and what to check."""
+    import httpx
+
+    text = str(cause)
+    refused = isinstance(cause, httpx.ConnectError) and "refused" in text.lower()
+    reason = "connection refused" if refused else text or type(cause).__name__
+    return f"cannot reach {url} ({reason}); is the server running? (set --url or LORENTZTRON_URL)"
 
 
 def _labelled_rows(files: list[Path], batch_size: int):

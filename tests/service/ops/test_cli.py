@@ -6,6 +6,7 @@ import json
 import platform
 import subprocess
 import sys
+import time
 
 import httpx
 import numpy as np
@@ -349,3 +350,108 @@ def test_json_lines_carry_the_time_of_each_record():
         "1970-01-02T00:00:00.001Z",
         "1970-01-01T00:00:01.000Z",
     ]
+
+
+# -- issue 29: what a new user stumbled on ------------------------------------------------------
+def test_the_cli_needs_only_the_base_dependencies():
+    """``pip install -e .`` is enough for ``lorentztron export``: httpx (service.client's
+    one dependency) is a base dependency, not only the test extra's."""
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    names = [d.split(">")[0].split("[")[0].strip() for d in project["project"]["dependencies"]]
+    assert "httpx" in names
+
+
+def test_a_mistyped_option_prints_the_commands_usage(capsys):
+    """``serve --prot`` says what ``serve`` takes, not what ``lorentztron`` does."""
+    for argv, command in (
+        (["serve", "--prot"], "serve"),
+        (["challenger", "list", "m", "--jsn"], "challenger list"),
+        (["export", "m", "--force"], "export"),
+    ):
+        status, _, err = run(capsys, *argv)
+        assert status == 2 and err.startswith(f"usage: lorentztron {command} "), err
+        assert err.splitlines()[-1] == (
+            f"lorentztron {command}: error: unrecognized arguments: {argv[-1]}"
+        )
+
+
+def closed_url() -> str:
+    """A loopback URL where nothing listens (connections are refused)."""
+    from tests.service.test_end_to_end import free_port
+
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def test_a_refused_connection_is_one_clear_line_and_fails_fast(capsys, monkeypatch, tmp_path):
+    """Every command that talks to a service goes to ``--url``, else ``$LORENTZTRON_URL``;
+    nothing listening there is one line that names the URL, within a second (not seconds of
+    silent retries)."""
+    file = tmp_path / "m.safetensors"
+    file.write_bytes(b"not read before the request")
+    commands = (
+        ("export", "m", "-o", str(tmp_path / "out.safetensors")),
+        ("import", str(file), "--name", "m"),
+        ("eval", "m", str(file)),
+        ("challenger", "add", "m", "c1", "--kind", "dos"),
+        ("challenger", "list", "m"),
+        ("challenger", "remove", "m", "c1"),
+        ("promote", "m", "c1"),
+        ("pause", "m"),
+        ("resume", "m"),
+    )
+    for by_option in (True, False):
+        url = closed_url()
+        if by_option:
+            monkeypatch.setenv("LORENTZTRON_URL", "http://127.0.0.1:1")  # --url wins
+        else:
+            monkeypatch.setenv("LORENTZTRON_URL", url)
+        for command in commands:
+            argv = [*command, "--url", url] if by_option else list(command)
+            started = time.perf_counter()
+            status, _, err = run(capsys, *argv)
+            elapsed = time.perf_counter() - started
+            name = command[0]
+            assert status == 2 and err == (
+                f"lorentztron {name}: error: cannot reach {url} (connection refused); is the "
+                "server running? (set --url or LORENTZTRON_URL)\n"
+            ), (argv, err)
+            assert elapsed < 1.0, (argv, elapsed)
+
+
+@pytest.fixture(scope="module")
+def open_service(tmp_path_factory):
+    """A service without write keys."""
+    from service.config import Settings
+    from service.main import create_app
+    from tests.service.test_end_to_end import ServerThread
+
+    directory = tmp_path_factory.mktemp("open")
+    settings = Settings(snapshot_dir=directory, snapshot_interval=3600, write_keys=[])
+    with ServerThread(create_app(settings)) as running:
+        yield running.url
+
+
+def test_an_empty_key_is_no_key(open_service, capsys, monkeypatch, tmp_path):
+    """``--key $LORENTZTRON_WRITE_KEYS`` with no keys set: ``--key`` without a value, or
+    with an empty one, or an empty ``$LORENTZTRON_KEY``, sends no key (a service without
+    write keys wants none); an empty ``$LORENTZTRON_URL`` is the default URL."""
+    from service import client as lz
+
+    with lz.Client(open_service) as client:
+        client.create("k", kind="linear-pa", n_features=3)
+    file = tmp_path / "k.safetensors"
+    status, out, err = run(capsys, "export", "k", "-o", str(file), "--url", open_service, "--key")
+    assert status == 0 and "wrote" in out, err
+    status, out, err = run(
+        capsys, "import", str(file), "--name", "k2", "--url", open_service, "--key", ""
+    )
+    assert status == 0 and "created 'k2'" in out, err
+    monkeypatch.setenv("LORENTZTRON_KEY", "")
+    status, out, err = run(capsys, "pause", "k2", "--url", open_service)
+    assert status == 0 and "'k2' paused" in out, err
+    monkeypatch.setenv("LORENTZTRON_URL", "")
+    assert cli._parser().parse_args(["pause", "k2"]).url == "http://127.0.0.1:8000"
+    assert cli._parser().parse_args(["pause", "k2", "--url"]).url == "http://127.0.0.1:8000"
