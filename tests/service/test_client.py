@@ -1,7 +1,9 @@
-"""service.client against a real server (uvicorn on a loopback port): every endpoint from
-lists, numpy and scipy inputs, bulk uploads as svmlight and NDJSON, one exception class per
-stable error code, bearer keys, retries of a 503 while the service starts, and a bulk part
-whose answer was lost to a SIGKILL learned once when the client sends it again."""
+"""The client (lorentztron_client, re-exported as service.client) against a real server
+(uvicorn on a loopback port): every endpoint from lists, numpy and scipy inputs, predictions
+split into requests of at most MAX_BATCH rows, bulk uploads as svmlight and NDJSON, one
+exception class per stable error code, bearer keys, retries of a 503 while the service
+starts, and a bulk part whose answer was lost to a SIGKILL learned once when the client sends
+it again. Its installation on its own: test_client_distribution.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -30,22 +33,46 @@ from tests.service.durability.test_idempotency import whole_frames
 from tests.service.test_end_to_end import ServerThread
 
 
-def test_importing_the_client_loads_none_of_the_server():
-    """Run with the server's packages made unimportable: the client imports all the same."""
-    code = """
+@pytest.mark.parametrize(
+    ("module", "refused"),
+    [("lorentztron_client", ', "service"'), ("service.client", "")],
+)
+def test_importing_the_client_loads_none_of_the_server(module, refused):
+    """Run with the server's packages (and numpy) made unimportable: the client imports all
+    the same; lorentztron_client imports nothing of ``service`` either."""
+    code = f"""
 import sys
 class Refuse:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"fastapi", "starlette", "numba", "numpy", "pydantic",
-                                  "uvicorn", "redis", "prometheus_client", "scipy", "core"}:
-            raise ImportError(f"{name} must not be imported")
+        if name.split(".")[0] in {{"fastapi", "starlette", "numba", "numpy", "pydantic",
+                                  "uvicorn", "redis", "prometheus_client", "scipy", "core"
+                                  {refused}}}:
+            raise ImportError(f"{{name}} must not be imported")
 sys.meta_path.insert(0, Refuse())
-import service.client
-print(len(service.client.ERRORS))
+import {module} as client
+print(len(client.ERRORS))
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # lorentztron_client from its own folder (clients/python), wherever this one was found
+    folder = Path(sys.modules["lorentztron_client"].__file__).parents[1]
+    where = folder if module == "lorentztron_client" else None
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=where)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) == len(CODES)
+
+
+def test_the_clients_copy_of_the_codes_is_the_servers():
+    import lorentztron_client.codes  # (found once service.client is: see there)
+
+    declared = {code: (kind.__name__, meaning) for code, (kind, meaning) in CODES.items()}
+    assert lorentztron_client.codes.CODES == declared
+
+
+def test_service_client_is_the_distributions_client():
+    import lorentztron_client
+
+    assert lz.Client is lorentztron_client.Client and lz.ERRORS is lorentztron_client.ERRORS
+    assert lz.__all__ == lorentztron_client.__all__
+    assert {"Client", "LorentztronError"} <= set(dir(lz))  # what the CLI imports
 
 
 def test_one_exception_class_per_code_with_the_servers_status():
@@ -174,6 +201,59 @@ def test_challengers_promotion_policies_and_learning(server):
 
     names, promoted = asyncio.run(run())
     assert names == ["original", "a1"] and promoted["member"] == "original"
+
+
+def test_predict_splits_rows_into_requests_of_at_most_max_batch(tmp_path):
+    """A service whose MAX_BATCH is 7: the client's default (10000) is refused once, the
+    service's limit read from the refusal, and 40 rows sent as 6 requests whose answers are
+    joined in order; a client told ``max_batch=5`` sends 8 and is never refused; the async
+    client alike; other refusals still raise."""
+    settings = Settings(snapshot_dir=tmp_path / "snapshots", snapshot_interval=3600, max_batch=7)
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((40, 3))
+    sent = []
+
+    def counted(client):
+        client.http.event_hooks["request"] = [lambda request: sent.append(request.url.path)]
+        return client
+
+    with ServerThread(create_app(settings)) as running:
+        with lz.Client(running.url) as client:
+            client.create("b", kind="linear-pa", n_features=3)
+            client.feedback("b", X[:7], np.where(X[:7, 0] > 0, 1, -1))
+            one_by_one = [client.predict("b", X[i : i + 1])["predictions"][0] for i in range(40)]
+        with counted(lz.Client(running.url)) as client:
+            answer = client.predict("b", X)
+            assert len(sent) == 7 and client.max_batch == 7  # one refused, six answered
+            assert answer["versions"] == [1] * 6 and answer["version"] == 1
+            assert (answer["model"], answer["member"], answer["variant"]) == (
+                "b",
+                "original",
+                "live",
+            )
+            scores = [p["score"] for p in answer["predictions"]]
+            assert scores == [p["score"] for p in one_by_one]
+            ids = [p["prediction_id"] for p in answer["predictions"]]
+            assert len(set(ids)) == 40
+            sent.clear()
+            single = client.predict("b", X[:7])  # MAX_BATCH rows: one request, its answer
+            assert len(sent) == 1 and "versions" not in single and len(single["predictions"]) == 7
+            with pytest.raises(lz.ModelNotFound):
+                client.predict("nope", X)
+        sent.clear()
+        with counted(lz.Client(running.url, max_batch=5)) as client:
+            listed = client.predict("b", X.tolist(), variant="live")
+            assert len(sent) == 8
+            assert [p["score"] for p in listed["predictions"]] == scores
+
+        async def run():
+            async with lz.AsyncClient(running.url) as client:
+                return await client.predict("b", X), client.max_batch
+
+        answer, learned_limit = asyncio.run(run())
+        assert learned_limit == 7 and [p["score"] for p in answer["predictions"]] == scores
+        with pytest.raises(ValueError):
+            lz.Client(running.url, max_batch=0)
 
 
 def test_keys_are_sent_as_bearer_tokens(server):
