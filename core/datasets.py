@@ -53,6 +53,7 @@ __all__ = [
     "load_svmlight",
     "mnist_split",
     "parse_svmlight",
+    "SvmlightIndexError",
     "smoothing_basis",
     "svmlight_batch",
 ]
@@ -87,8 +88,8 @@ def load_svmlight(path: str | os.PathLike, n_features: int | None = None):
     largest index. Comments (``#`` to the end of a line) and blank lines are skipped.
 
     Raises ``ValueError`` naming the line of a malformed row (non-numeric or non-finite
-    label or value, a token without ``index:value`` form, index 0) or when an index exceeds
-    ``n_features``.
+    label or value, a token without ``index:value`` form, index 0) or the first line with an
+    index above ``n_features`` (``SvmlightIndexError``).
     """
     return parse_svmlight(Path(path).read_bytes(), n_features, source=str(path))
 
@@ -113,7 +114,8 @@ def parse_svmlight(
     +-22): the behaviour before Eisel-Lemire, kept as a baseline for benchmarks and tests.
     Errors, in this order: the first line that is not a svmlight row (named by its
     number), a non-finite label or value, a 0 index (named by its row), an index beyond
-    int64, an index above ``n_features``.
+    int64, an index above ``n_features`` (the first one, named by its line:
+    ``SvmlightIndexError``).
     """
     labels, indptr, indices, values, n_features, _ = _svmlight_arrays(
         data, n_features, source, decimal
@@ -145,6 +147,19 @@ def svmlight_batch(
     return as_batch(X, n_features), labels
 
 
+class SvmlightIndexError(ValueError):
+    """A feature index above ``n_features``: the first one in the text, with its 1-based
+    ``line`` (blank and comment lines counted), as ``details`` for an error answer."""
+
+    def __init__(self, source: str, line: int, index: int, n_features: int):
+        self.line, self.index, self.n_features = line, index, n_features
+        super().__init__(f"{source}:{line}: feature index {index} exceeds n_features={n_features}")
+
+    @property
+    def details(self) -> dict:
+        return {"line": self.line, "index": self.index, "n_features": self.n_features}
+
+
 def _svmlight_arrays(data: bytes, n_features, source: str, decimal: str):
     """The parse behind ``parse_svmlight``: ``(labels, indptr, indices, values, n_features,
     canonical)``, the zeros left out, with every error raised; ``canonical`` when no row
@@ -159,11 +174,18 @@ def _svmlight_arrays(data: bytes, n_features, source: str, decimal: str):
     indices = np.empty(max_nnz, dtype=INDEX)
     values = np.empty(max_nnz, dtype=FLOAT)
     fallback = np.empty((3, max_rows + max_nnz), dtype=INDEX)
+    valid = n_features is None or (
+        not isinstance(n_features, bool)
+        and isinstance(n_features, int | np.integer)
+        and n_features >= 0
+    )
+    # -1: no limit (the kernel takes an int64)
+    limit = min(int(n_features), _INT64_MAX) if valid and n_features is not None else -1
     (
         n_rows, nnz, n_fallback, error, line, offset, first_zero_row, largest, overflow_line,
-        canonical, infinite,
+        excess_line, excess_index, canonical, infinite,
     ) = _datasets_parse_svmlight(
-        raw, labels, indptr, indices, values, *fallback, decimal == "eisel-lemire"
+        raw, labels, indptr, indices, values, *fallback, decimal == "eisel-lemire", limit
     )  # fmt: skip
     if error != SVMLIGHT_OK:
         stop = data.find(b"\n", offset)
@@ -190,12 +212,12 @@ def _svmlight_arrays(data: bytes, n_features, source: str, decimal: str):
         )
     if overflow_line:
         raise ValueError(f"{path}:{overflow_line}: feature index beyond {_INT64_MAX}")
+    if not valid:
+        raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
     if n_features is None:
         n_features = int(largest)
-    elif isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
-        raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
-    elif largest > n_features:
-        raise ValueError(f"{path}: feature index {largest} exceeds n_features={n_features}")
+    elif excess_line:
+        raise SvmlightIndexError(path, int(excess_line), int(excess_index), int(n_features))
     return labels, indptr, indices, values, int(n_features), canonical
 
 

@@ -413,6 +413,7 @@ def parse_svmlight(data: bytes, n_features=None, source: str = "<bytes>"):
     labels: list[float] = []
     parts: list[bytes] = []
     counts: list[int] = []
+    lines: list[int] = []  # the 1-based line of each row
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         line = raw.split(b"#", 1)[0].strip()
         if not line:
@@ -422,6 +423,7 @@ def parse_svmlight(data: bytes, n_features=None, source: str = "<bytes>"):
             shown = line[:60].decode("ascii", "replace")
             raise ValueError(f"{path}:{lineno}: not a svmlight row: {shown!r}")
         labels.append(float(match.group(1)))
+        lines.append(lineno)
         features = match.group(2)
         parts.append(features)
         counts.append(features.count(b":"))
@@ -441,10 +443,18 @@ def parse_svmlight(data: bytes, n_features=None, source: str = "<bytes>"):
     largest = int(indices.max()) if nnz else 0
     if n_features is None:
         n_features = largest
-    elif isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
+    elif (
+        isinstance(n_features, bool)
+        or not isinstance(n_features, int | np.integer)
+        or n_features < 0
+    ):
         raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
     elif largest > n_features:
-        raise ValueError(f"{path}: feature index {largest} exceeds n_features={n_features}")
+        first = int(np.argmax(indices > n_features))  # the first in the text
+        line = lines[int(np.searchsorted(indptr, first, side="right")) - 1]
+        raise ValueError(
+            f"{path}:{line}: feature index {indices[first]} exceeds n_features={n_features}"
+        )
     X = sp.csr_matrix(
         (values, indices - 1, indptr), shape=(n_rows, int(n_features)), dtype=np.float64
     )

@@ -388,7 +388,7 @@ def _datasets_svmlight_bounds(data):
 @numba.njit(**NJIT_OPTIONS)
 def _datasets_parse_svmlight(
     data, labels, indptr, indices, values, fallback_start, fallback_end, fallback_slot,
-    correctly_rounded,
+    correctly_rounded, limit,
 ):  # fmt: skip
     """Parse svmlight text (``label index:value ...`` per line, ``#`` comments) in one pass.
 
@@ -406,12 +406,17 @@ def _datasets_parse_svmlight(
     go to ``fallback_start/end`` and their slot (``k`` for ``values[k]``, ``-1 - row`` for a
     label) to ``fallback_slot``.
 
+    ``limit``: the largest index allowed (``n_features``; -1 for no limit).
+
     Returns ``(n_rows, nnz, n_fallback, error, error_line, error_offset, first_zero_row,
-    largest, overflow_line, canonical, infinite)``: ``error`` is ``SVMLIGHT_OK`` or
+    largest, overflow_line, excess_line, excess_index, canonical, infinite)``: ``error`` is
+    ``SVMLIGHT_OK`` or
     ``SVMLIGHT_BAD_ROW`` (the first line that is not a svmlight row), with its 1-based
     number and byte offset; ``first_zero_row`` the first row with an index 0 (-1 if none);
     ``largest`` the largest index (0 if none); ``overflow_line`` the first line with an
-    index beyond int64 (0 if none; such indices are saturated); ``canonical`` whether the
+    index beyond int64 (0 if none; such indices are saturated); ``excess_line`` and
+    ``excess_index`` the first line with an index above ``limit`` and that index, the first
+    on the line (0 and 0 if none); ``canonical`` whether the
     stored indices increase strictly along every row (no sort, no sum of duplicates
     needed); ``infinite`` whether a label or value parsed here is infinite.
     """
@@ -422,6 +427,8 @@ def _datasets_parse_svmlight(
     first_zero_row = -1
     largest = 0
     overflow_line = 0
+    excess_line = 0
+    excess_index = 0
     canonical = True
     infinite = False
     line = 0
@@ -446,7 +453,7 @@ def _datasets_parse_svmlight(
         if not ok:
             return (
                 row, k, n_fallback, SVMLIGHT_BAD_ROW, line, line_start, first_zero_row,
-                largest, 0, canonical, infinite,
+                largest, 0, 0, 0, canonical, infinite,
             )  # fmt: skip
         labels[row] = value
         if not exact:
@@ -478,18 +485,21 @@ def _datasets_parse_svmlight(
                     if p >= n or data[p] != 58:  # ':'
                         return (
                             row, k, n_fallback, SVMLIGHT_BAD_ROW, line, line_start,
-                            first_zero_row, largest, 0, canonical, infinite,
+                            first_zero_row, largest, 0, 0, 0, canonical, infinite,
                         )  # fmt: skip
                     q, ok, value, exact = _datasets_number(data, p + 1, n, correctly_rounded)
                     if not ok:
                         return (
                             row, k, n_fallback, SVMLIGHT_BAD_ROW, line, line_start,
-                            first_zero_row, largest, 0, canonical, infinite,
+                            first_zero_row, largest, 0, 0, 0, canonical, infinite,
                         )  # fmt: skip
                     if index == 0 and first_zero_row < 0:
                         first_zero_row = row
                     if index > largest:
                         largest = index
+                    if 0 <= limit < index and excess_line == 0:
+                        excess_line = line
+                        excess_index = index
                     if value != 0.0 or not exact:
                         column = index - 1
                         if column <= previous:
@@ -517,7 +527,7 @@ def _datasets_parse_svmlight(
             elif c != 10:
                 return (
                     row, k, n_fallback, SVMLIGHT_BAD_ROW, line, line_start, first_zero_row,
-                    largest, 0, canonical, infinite,
+                    largest, 0, 0, 0, canonical, infinite,
                 )  # fmt: skip
             p += 1
             break
@@ -525,5 +535,5 @@ def _datasets_parse_svmlight(
         indptr[row] = k
     return (
         row, k, n_fallback, SVMLIGHT_OK, 0, 0, first_zero_row, largest, overflow_line,
-        canonical, infinite,
+        excess_line, excess_index, canonical, infinite,
     )  # fmt: skip

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from service.durability.capture import Capture
-from service.durability.store import SnapshotMeta, encode
+from service.durability.store import SnapshotMeta, encode, read_header
 from service.model.live import LiveModel
 from service.model.spec import spec_to_json
 from service.scale import deltas
@@ -95,7 +95,10 @@ class SnapshotWriter:
         self.metrics.snapshot_duration.labels(live.name).observe(time.perf_counter() - started)
         self.metrics.snapshot_size.labels(live.name).set(len(blob))
         self.metrics.snapshot_time.labels(live.name).set(at)
-        return SnapshotMeta(live.name, capture.version, at, len(blob))
+        # the instant stored in the snapshot's header (taken when it was encoded), which
+        # the listing reads back: not ``at``, the end of the write, a few ms later
+        created_at = read_header(blob)["created_at"]
+        return SnapshotMeta(live.name, capture.version, created_at, len(blob))
 
     def snapshot(
         self, live: LiveModel, force: bool = False, wait: bool = True

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
-from core.datasets import svmlight_batch
+from core.datasets import SvmlightIndexError, svmlight_batch
 from core.features import (
     CSRBatch,
     FeatureHasher,
@@ -237,6 +237,8 @@ def _examples(
 def _svmlight(live: LiveModel, body: bytes) -> Prepared:
     try:
         batch, y = svmlight_batch(body, live.n_features, source="body")
+    except SvmlightIndexError as error:  # the first line with an index out of range
+        raise InvalidRequest("invalid_input", str(error), error.details) from None
     except ValueError as error:
         raise InvalidRequest("invalid_input", str(error)) from None
     if batch.n_rows == 0:

@@ -7,6 +7,7 @@ import scipy.ndimage as ndi
 from core.datasets import (
     DATA_DIR_ENV,
     DeformationStream,
+    SvmlightIndexError,
     data_dir,
     load_idx,
     load_mnist_test,
@@ -371,6 +372,30 @@ def test_svmlight_error_messages():
         assert_same_as_reference(body)
     with pytest.raises(ValueError, match="feature index 7 exceeds n_features=5"):
         parse_svmlight(b"1 7:1", n_features=5, source="body")
+
+
+def test_an_index_above_n_features_names_the_first_line_and_index():
+    """The first offending line and index in the text (blank and comment lines counted),
+    not the largest index: the reported index was the body's largest before."""
+    body = b"1 1:1 5:1\n\n# x\n-1 2:1 9:0 30:1\n1 99:1\n"
+    with pytest.raises(SvmlightIndexError) as error:
+        parse_svmlight(body, n_features=5, source="file")
+    assert str(error.value) == "file:4: feature index 9 exceeds n_features=5"
+    assert error.value.details == {"line": 4, "index": 9, "n_features": 5}
+    assert_same_as_reference(body, 5)
+    with pytest.raises(SvmlightIndexError, match="^body:4: feature index 9 exceeds"):
+        svmlight_batch(body, 5, source="body")
+    assert parse_svmlight(body, n_features=99)[0].shape == (3, 99)  # 99 itself is in range
+    with pytest.raises(ValueError, match="n_features must be a non-negative integer"):
+        parse_svmlight(b"1 1:1", n_features=-1)
+
+
+def test_a9a_test_file_against_too_few_features_names_line_1_index_17():
+    path = data_dir() / "a9a" / "a9a.t"
+    if not path.exists():
+        pytest.skip("a9a is not in the data directory")
+    with pytest.raises(SvmlightIndexError, match=r"a9a\.t:1: feature index 17 exceeds"):
+        load_svmlight(path, n_features=16)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,19 @@ from deploy.loadtest.loadgen.generator import run
 from deploy.loadtest.loadgen.report import format_summary, format_sweep
 from deploy.loadtest.loadgen.sweep import sweep
 
+#: what the printed summary's rows mean (``--help``'s epilog)
+OUTPUT = """\
+the summary's rows:
+  all / predict / feedback / bulk  latency of the answered requests, ms: in closed loop
+      from sending to the whole answer; in open loop from the request's due time on the
+      fixed schedule (so that the generator's own delays are counted, not hidden)
+  send lag  open loop only: how late the generator started requests after their due
+      time, ms. Near zero: the schedule was kept. Large (p50 above a millisecond or so):
+      the generator itself could not keep up (its CPU, its event loop), and the latencies
+      above include that wait: lower --rate, or see "generator CPU"
+  generator CPU  the generator's own CPU time, and the share of one core it used
+"""
+
 
 def parse_args(argv: list[str] | None = None) -> tuple[LoadConfig, dict]:
     """The run's options, and the others (``json``, ``sweep``, ``sweep_factor``,
@@ -22,6 +35,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[LoadConfig, dict]:
     parser = argparse.ArgumentParser(
         prog="python -m deploy.loadtest.loadgen",
         description=loadgen.__doc__.split("\n\n")[0],
+        epilog=OUTPUT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
@@ -53,9 +67,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[LoadConfig, dict]:
     add("--variant", choices=("live", "averaged"), default=defaults.variant)
     add(
         "--client",
-        choices=("httpx", "raw"),
+        choices=("raw", "httpx"),
         default=defaults.client,
-        help="httpx.AsyncClient, or plain asyncio streams (far less CPU per request)",
+        help="raw (the default): HTTP/1.1 keep-alive over plain asyncio streams, the same "
+        "requests and the same latency (from the due time to the whole answer) for a "
+        "fraction of httpx's CPU, which otherwise competes with the server measured on one "
+        "machine; httpx: an httpx.AsyncClient (needed for https)",
     )
     add("--seed", type=int, default=defaults.seed)
     add(

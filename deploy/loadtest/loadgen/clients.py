@@ -15,7 +15,7 @@ def auth_headers(key: str | None) -> dict[str, str]:
 
 
 class HttpxClient:
-    """Load requests through an ``httpx.AsyncClient`` (the default: full HTTP semantics)."""
+    """Load requests through an ``httpx.AsyncClient`` (full HTTP semantics, https included)."""
 
     name = "httpx"
     errors: tuple[type[BaseException], ...] = (httpx.HTTPError,)

@@ -39,7 +39,8 @@ class LoadConfig:
     label_noise: float = 0.05
     averaging_interval: int | None = None
     variant: str = "live"
-    client: str = "httpx"
+    #: "raw" (asyncio streams, the cheapest) or "httpx" (for https): ``clients.CLIENTS``
+    client: str = "raw"
     seed: int = 0
     model: str | None = None
     keep_model: bool = False
@@ -64,6 +65,10 @@ class LoadConfig:
             raise ValueError(f"nnz must be in [1, n_features], got {self.nnz}")
         if not 0 <= self.feedback_fraction <= 1 or not 0 <= self.label_noise <= 0.5:
             raise ValueError("feedback_fraction must be in [0, 1] and label_noise in [0, 0.5]")
+        if self.client == "raw" and urlsplit(self.url).scheme != "http":
+            raise ValueError(
+                f"the raw client speaks plain http only: use --client httpx for {self.url}"
+            )
         host = urlsplit(self.url).hostname or ""
         if not self.allow_remote and not _is_loopback(host):
             raise ValueError(f"{self.url} is not a loopback address (use --allow-remote)")

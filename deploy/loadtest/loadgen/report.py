@@ -67,6 +67,14 @@ def summarize(config: LoadConfig, model: str, stats: Stats, client_cpu: float, w
     return out
 
 
+#: the line under the "send lag" row: what it measures
+SEND_LAG = (
+    "    (send lag: how late the generator started requests after their scheduled time; "
+    "large values\n    mean the generator, not the server, was the bottleneck, and are "
+    "counted in the latencies)"
+)
+
+
 def format_sweep(result: dict) -> str:
     lines = [
         f"sweep ({result['mode']}): highest rate with p99 <= {result['p99_max_ms']:g} ms and "
@@ -121,6 +129,7 @@ def format_summary(summary: dict) -> str:
             lines.append(row(op, values["latency_ms"]))
     if summary["send_lag_ms"]:
         lines.append(row("send lag", summary["send_lag_ms"]))
+        lines.append(SEND_LAG)
     if summary["feedback_by_prediction_id"]:
         lines.append(f"  feedback by prediction id: {summary['feedback_by_prediction_id']}")
     for kind, count in sorted(summary["error_kinds"].items()):

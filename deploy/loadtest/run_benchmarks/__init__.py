@@ -14,6 +14,11 @@ which costs about a tenth of httpx's CPU per request. ``--pin`` puts the server 
 the generator on CPU 0 (Linux ``sched_setaffinity``); anything else running on the machine is
 recorded with the results.
 
+``--url URL`` measures a service that is already running instead (started elsewhere, with
+its own settings): nothing is started or stopped, each run creates and deletes its own
+model there, the bare-app baseline is skipped and the server's CPU is not measured (it
+may not be on this machine); ``--key`` (or ``LORENTZTRON_KEY``) for a service with keys.
+
 Scenarios (model: DoS rank 16 over 2^18 hashed features, ~30 non-zeros per example):
 
 - ``predict_open``: single-instance predictions at ``--predict-rate`` req/s on a fixed
@@ -44,4 +49,5 @@ Parts: :mod:`~deploy.loadtest.run_benchmarks.scenarios` (the scenarios and their
     python -m deploy.loadtest.run_benchmarks --md docs/benchmarks.md \
         --json docs/service_benchmarks.json
     python -m deploy.loadtest.run_benchmarks --duration 3 --repeats 1   # smoke: print only
+    python -m deploy.loadtest.run_benchmarks --url http://127.0.0.1:8000 --repeats 1
 """

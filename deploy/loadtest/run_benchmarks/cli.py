@@ -22,6 +22,17 @@ def main(argv: list[str] | None = None) -> int:
         description=run_benchmarks.__doc__.split("\n\n")[0],
     )
     add = parser.add_argument
+    add(
+        "--url",
+        help="measure the service already running at this URL instead of starting one: no "
+        "server is started or stopped, no bare-app baseline, and the server's CPU is not "
+        "measured (each run still creates and deletes its own model)",
+    )
+    add(
+        "--key",
+        default=os.environ.get("LORENTZTRON_KEY"),
+        help="bearer key for a --url service with keys ($LORENTZTRON_KEY)",
+    )
     add("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
     add("--repeats", type=int, default=3)
     add("--duration", type=float, default=10.0, help="measured seconds per run")
@@ -96,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(names) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenarios {sorted(unknown)}; known: {SCENARIOS}")
+    if args.url:
+        if args.pin:
+            parser.error("--pin places the server it starts: not with --url")
+        args.baseline = False  # the bare app is compared with a service started beside it
     if args.pin:
         os.sched_setaffinity(0, {0})
     return publish(run_scenarios(args, names), args)

@@ -33,9 +33,21 @@ from deploy.loadtest.run_benchmarks.scenarios import (
 from deploy.loadtest.run_benchmarks.servers import server as make_server
 
 
-def measure(server: ServiceProcess, config: LoadConfig, workload: Workload) -> dict:
+class RunningServer:
+    """A service started elsewhere (``--url``): measured as it is, never started or stopped
+    here; its CPU time is unknown (its process may be on another machine)."""
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+
+    def cpu_seconds(self) -> None:
+        return None
+
+
+def measure(server: ServiceProcess | RunningServer, config: LoadConfig, workload: Workload) -> dict:
     """One run, with the server's CPU time over the measured phase (warm-up excluded) and
-    the CPU that everything else on the machine used meanwhile."""
+    the CPU that everything else on the machine used meanwhile (both None for a server
+    started elsewhere, whose CPU time is unknown)."""
     marks: list[tuple[float, float, float]] = []
 
     def mark():
@@ -46,6 +58,12 @@ def measure(server: ServiceProcess, config: LoadConfig, workload: Workload) -> d
     summary = asyncio.run(generator.run())
     summary["loadavg_before"] = [round(x, 2) for x in load_before]
     summary["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    bulk = config.mode == "bulk"
+    key = "server_cpu_us_per_example" if bulk else "server_cpu_us_per_request"
+    if marks[0][0] is None:  # a running server's (--url): its CPU is not ours to read
+        summary.update(other_cpu_share=None, server_cpu_s=None, server_cpu_share=None)
+        summary[key] = None
+        return summary
     cpu = marks[1][0] - marks[0][0]
     machine = marks[1][1] - marks[0][1]
     client = marks[1][2] - marks[0][2]
@@ -54,9 +72,7 @@ def measure(server: ServiceProcess, config: LoadConfig, workload: Workload) -> d
     summary["other_cpu_share"] = round(max(0.0, machine - cpu - client) / wall, 4)
     summary["server_cpu_s"] = round(cpu, 4)
     summary["server_cpu_share"] = round(cpu / max(summary["elapsed_s"], 1e-9), 4)
-    bulk = config.mode == "bulk"
     done = summary["examples_learned"] if bulk else summary["ok"]
-    key = "server_cpu_us_per_example" if bulk else "server_cpu_us_per_request"
     summary[key] = round(1e6 * cpu / done, 2) if done else None
     return summary
 
@@ -70,7 +86,7 @@ def run_scenarios(args: argparse.Namespace, names: list[str]) -> dict:
         "settings": {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in vars(args).items()
-            if k not in {"md", "json", "note", "notes_file", "costs", "render"}
+            if k not in {"md", "json", "note", "notes_file", "costs", "render", "key"}
         },
         "scenarios": [],
         "runs": {},
@@ -83,6 +99,8 @@ def run_scenarios(args: argparse.Namespace, names: list[str]) -> dict:
         kinds = ["service"]
         if args.baseline and BASELINE_RATIOS.keys() & set(names):
             kinds.append("bare")
+        if args.url:  # a running service: nothing to start, no baseline beside it
+            kinds = []
         servers = {
             kind: make_server(kind, Path(directory), args.log_level, cpus, extra_env)
             for kind in kinds
@@ -93,6 +111,9 @@ def run_scenarios(args: argparse.Namespace, names: list[str]) -> dict:
                 print(f"starting the {kind} server on {each.url} ...", flush=True)
                 each.wait_ready(timeout=300)
             ours = {os.getpid(), *(each.process.pid for each in servers.values())}
+            if args.url:
+                servers["service"] = RunningServer(args.url)
+                print(f"measuring the service running at {args.url}", flush=True)
             configs = {kind: scenario_configs(args, each.url) for kind, each in servers.items()}
             for name in names:
                 config = configs["service"][name]
@@ -126,6 +147,7 @@ def run_scenarios(args: argparse.Namespace, names: list[str]) -> dict:
                     result["runs"][f"{name} (bare)"] = bare_runs
         finally:
             for each in servers.values():
-                each.stop()
+                if not isinstance(each, RunningServer):
+                    each.stop()
     result["busy_processes"] = sorted(busy.values(), key=lambda p: -p["pcpu"])
     return result

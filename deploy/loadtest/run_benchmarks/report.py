@@ -31,10 +31,16 @@ def model_text(settings: dict) -> str:
         f"Model: `{settings['kind']}` rank {settings['rank']} over {settings['n_features']:,} "
         f"hashed features (`input: {{hashed: {settings['n_features']}}}`), synthetic sparse "
         f"rows with {settings['nnz']} non-zeros and binary labels (5% flipped), a new model "
-        f"per run, averaging interval {averaging}. Server: `python -m service.ops.cli serve`, "
-        f"log level `{settings['log_level']}` (one JSON access-log line per request at "
-        "`info`), local snapshots every hour (none during the runs)"
-        + (f", environment {', '.join(env)}" if env else "")
+        f"per run, averaging interval {averaging}. "
+        + (
+            f"Server: the service already running at {settings['url']} (`--url`: its own "
+            "settings, its CPU not measured, no bare-app baseline)"
+            if settings.get("url")
+            else "Server: `python -m service.ops.cli serve`, "
+            f"log level `{settings['log_level']}` (one JSON access-log line per request at "
+            "`info`), local snapshots every hour (none during the runs)"
+            + (f", environment {', '.join(env)}" if env else "")
+        )
         + f". Each scenario ran {settings['repeats']} times for {settings['duration']:g} s "
         f"after {settings['warmup']:g} s of warm-up; the table gives the **medians**. Closed "
         f"loop: {settings['concurrency']} clients (bulk: {settings['bulk_concurrency']}); open "

@@ -40,6 +40,7 @@ def scenario_configs(args: argparse.Namespace, url: str) -> dict[str, LoadConfig
         seed=args.seed,
         averaging_interval=args.averaging_interval,
         client=args.client,
+        key=getattr(args, "key", None),
     )
     return {
         "predict_open": LoadConfig(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from deploy.loadtest.loadgen.cli import main
 from tests.deploy.loadtest.loadgen.summaries import SUMMARY_KEYS, no_loadgen_models
 
@@ -35,6 +37,14 @@ def test_sweep_command_line(server_url, tmp_path, capsys):
     assert status == 0 and json.loads(out.read_text())["knee_rate"] == 40.0
     assert "highest rate with p99 <= 60000 ms" in capsys.readouterr().out
     assert no_loadgen_models(server_url)
+
+
+def test_help_names_the_default_client_and_explains_the_send_lag(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{raw,httpx}" in text and "raw (the default)" in text
+    assert "send lag open loop only: how late the generator started requests" in text
 
 
 def test_bad_options_exit_with_2(capsys):

@@ -12,6 +12,7 @@ import uvicorn
 
 from benchmarks.servers import free_port
 from deploy.loadtest.loadgen.clients import RawClient
+from deploy.loadtest.loadgen.config import LoadConfig
 from deploy.loadtest.loadgen.generator import run
 from tests.deploy.loadtest.loadgen.summaries import check_summary, small
 
@@ -22,6 +23,21 @@ def test_raw_client(server_url, mode):
     summary = run(config)
     check_summary(summary, config)
     assert summary["client"] == "raw"
+
+
+def test_the_default_client_is_the_cheapest():
+    assert LoadConfig().client == "raw"
+
+
+@pytest.mark.parametrize("client", ["raw", "httpx"])
+def test_both_clients_send_the_same_requests(server_url, client):
+    """The same bounded load through either client: the same requests, all answered, the
+    same examples learned (the latency is timed around either client's ``post``)."""
+    config = small(server_url, mode="bulk", client=client, warmup=0.0, max_requests=3)
+    summary = run(config)
+    check_summary(summary, config)
+    assert summary["client"] == client
+    assert (summary["requests"], summary["examples_learned"]) == (3, 3 * config.batch)
 
 
 def test_raw_client_survives_the_server_closing_idle_connections():

@@ -24,6 +24,14 @@ def test_refuses_remote_urls_and_bad_options():
         LoadConfig(rate=0.0).check()
 
 
+def test_https_needs_the_httpx_client():
+    """raw, the default, speaks plain http: an https URL is refused before anything is sent."""
+    assert LoadConfig().client == "raw"
+    with pytest.raises(ValueError, match="--client httpx"):
+        LoadConfig(url="https://localhost:8443").check()
+    LoadConfig(url="https://localhost:8443", client="httpx").check()
+
+
 def test_an_existing_models_input_labels_kind_and_rank():
     dos = {"kind": "dos", "input": {"hashed": 4096}, "params": {"rank": 3}, "classes": [0, 1]}
     assert model_options(dos) == {"n_features": 4096, "classes": [0, 1], "kind": "dos", "rank": 3}

@@ -32,6 +32,25 @@ def test_the_summary_of_recorded_outcomes():
     assert "mixed (open loop at 2 req/s)" in text and "error predict: HTTP 503: 1" in text
 
 
+def test_the_send_lag_row_says_what_it_measures():
+    """Open loop: the "send lag" row (how late requests were started) is explained under it;
+    a closed loop has no schedule, so no such row."""
+    stats = Stats()
+    stats.first_start = 10.0
+    stats.sent["predict"] += 1
+    stats.record("predict", 10.0, 10.5, None)
+    stats.send_lags.append(0.002)
+    text = format_summary(summarize(LoadConfig(rate=2.0), "m", stats, 0.1, 1.0))
+    lines = text.splitlines()
+    lag = next(i for i, line in enumerate(lines) if line.strip().startswith("send lag "))
+    assert float(lines[lag].split()[3]) == pytest.approx(2.0)  # the p50, ms
+    assert "how late the generator started requests after their scheduled time" in " ".join(
+        lines[lag + 1 :]
+    ).replace("\n    ", " ")
+    closed = format_summary(summarize(LoadConfig(), "m", stats, 0.1, 1.0))
+    assert "send lag" not in closed
+
+
 def test_the_text_of_a_sweep():
     step = {"rate": 10.0, "throughput_rps": 9.9, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0}
     result = {

@@ -341,6 +341,24 @@ def test_svmlight_and_ndjson_bulk(client):
     assert response.json()["error"]["code"] == "unsupported_media_type"
 
 
+def test_an_index_out_of_range_names_its_first_line_and_index(client):
+    """The first offending line and index (1-based, comments and blank lines counted), not
+    the body's largest index: a9a.t's first line against n_features=16 was reported as
+    index 121, the largest of the 2,000 lines the CLI sent."""
+    create(client, n_features=16, params={"rank": 2, "seed": 1})
+    before = digest(client)
+    body = b"+1 1:1\n# a comment\n\n-1 3:1 17:1 121:1\n+1 500:1\n"
+    response = client.post(
+        "/v1/models/m/feedback", content=body, headers={"content-type": "text/x-svmlight"}
+    )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert error["message"] == "body:4: feature index 17 exceeds n_features=16"
+    assert error["details"] == {"line": 4, "index": 17, "n_features": 16}
+    assert digest(client) == before
+
+
 def test_oversized_bodies_are_refused(settings):
 
     from service.main import create_app

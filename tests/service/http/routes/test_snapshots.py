@@ -36,6 +36,16 @@ def test_snapshot_list_restore(client):
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "snapshot_not_found"
 
 
+def test_a_snapshot_has_one_created_at_in_its_answer_and_in_the_listing(client):
+    """The POST's answer reports the instant stored with the snapshot (the listing read
+    one taken a few milliseconds earlier, at encoding, than the answer's)."""
+    create(client)
+    learn(client, 0)
+    taken = client.post("/v1/models/m/snapshots").json()
+    listed = client.get("/v1/models/m/snapshots").json()["snapshots"]
+    assert [s for s in listed if s["version"] == taken["version"]] == [taken]
+
+
 def test_retention_keeps_the_last_versions(tmp_path):
     from service.config import Settings
 
