@@ -118,8 +118,13 @@ def test_staged_problems_raise_their_alerts(live_stack):
     dropped = {(a["instance"], a["model"]) for a in by_name["LorentztronAccuracyDrop"]}
     assert (troubled, "spam") in dropped
     assert all(instance == troubled for instance, _ in dropped)
+    # it cannot snapshot `spam` while spam learns: stale once 3 of its (short) snapshot
+    # intervals have passed for a minute, which a slow start of the stack may not reach
+    stale = {(a["instance"], a["model"]) for a in by_name.get("LorentztronSnapshotStale", [])}
+    assert stale <= {(troubled, "spam")}
     # nothing else is wrong (latency depends on how busy the machine is)
-    assert set(by_name) - {"LorentztronHighPredictLatency"} == {
+    optional = {"LorentztronHighPredictLatency", "LorentztronSnapshotStale"}
+    assert set(by_name) - optional == {
         "LorentztronDown",
         "LorentztronSnapshotFailures",
         "LorentztronHighErrorRate",
