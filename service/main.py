@@ -36,6 +36,7 @@ from service.http.routes import (
 from service.http.threads import make_executor
 from service.model.cache import PredictionCache
 from service.model.models import Models
+from service.ops import tracing
 from service.ops.history import History
 from service.ops.metrics import Metrics
 from service.ops.startup import Gate, Startup
@@ -170,6 +171,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        tracing.setup()  # on only if the OTEL_EXPORTER_OTLP_* variables ask for it
         store = make_store(settings)
         journal = make_log(settings, store)
         cache = PredictionCache(settings.prediction_ttl, settings.prediction_cache_bytes)
@@ -194,6 +196,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if journal is not None:
                 journal.close()
             store.close()
+            await asyncio.to_thread(tracing.shutdown)  # the spans not yet exported
 
     app = FastAPI(
         title="lorentztron",

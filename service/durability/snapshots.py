@@ -18,6 +18,7 @@ from service.durability.capture import Capture
 from service.durability.store import SnapshotMeta, encode, read_header
 from service.model.live import LiveModel
 from service.model.spec import spec_to_json
+from service.ops import tracing
 from service.scale import deltas
 from service.scale.leases import LeaseLost
 
@@ -66,39 +67,40 @@ class SnapshotWriter:
         """Store a capture (encoded here unless ``blob`` is given), trim the log up to its
         position and account for it. ``create``: the model's first snapshot, which makes
         its incarnation the current one; other writes are refused once it is not."""
-        started = time.perf_counter() if started is None else started
-        blob = self.encode(live, capture) if blob is None else blob
-        try:
-            self.store.save(
-                live.name,
-                capture.version,
-                blob,
-                self.retention,
-                live.incarnation,
-                create=create,
-                fence=live.record.fence,
-            )
-        except LeaseLost:
-            self.metrics.fenced_writes.inc()
-            live.record.unwritten(capture.marks)
-            raise
-        except BaseException:
-            live.record.unwritten(capture.marks)
-            raise
-        at = time.time()
-        live.record.written(capture.marks, at)
-        if self.trim_log and live.journal is not None and capture.log_position is not None:
+        with tracing.span("snapshot.write", model=live.name, version=capture.version):
+            started = time.perf_counter() if started is None else started
+            blob = self.encode(live, capture) if blob is None else blob
             try:
-                live.journal.trim(capture.log_position, live.record.fence)
-            except Exception as error:  # the log only grows; the next snapshot retries
-                log.warning("could not trim the log of %s: %s", live.name, error)
-        self.metrics.snapshot_duration.labels(live.name).observe(time.perf_counter() - started)
-        self.metrics.snapshot_size.labels(live.name).set(len(blob))
-        self.metrics.snapshot_time.labels(live.name).set(at)
-        # the instant stored in the snapshot's header (taken when it was encoded), which
-        # the listing reads back: not ``at``, the end of the write, a few ms later
-        created_at = read_header(blob)["created_at"]
-        return SnapshotMeta(live.name, capture.version, created_at, len(blob))
+                self.store.save(
+                    live.name,
+                    capture.version,
+                    blob,
+                    self.retention,
+                    live.incarnation,
+                    create=create,
+                    fence=live.record.fence,
+                )
+            except LeaseLost:
+                self.metrics.fenced_writes.inc()
+                live.record.unwritten(capture.marks)
+                raise
+            except BaseException:
+                live.record.unwritten(capture.marks)
+                raise
+            at = time.time()
+            live.record.written(capture.marks, at)
+            if self.trim_log and live.journal is not None and capture.log_position is not None:
+                try:
+                    live.journal.trim(capture.log_position, live.record.fence)
+                except Exception as error:  # the log only grows; the next snapshot retries
+                    log.warning("could not trim the log of %s: %s", live.name, error)
+            self.metrics.snapshot_duration.labels(live.name).observe(time.perf_counter() - started)
+            self.metrics.snapshot_size.labels(live.name).set(len(blob))
+            self.metrics.snapshot_time.labels(live.name).set(at)
+            # the instant stored in the snapshot's header (taken when it was encoded), which
+            # the listing reads back: not ``at``, the end of the write, a few ms later
+            created_at = read_header(blob)["created_at"]
+            return SnapshotMeta(live.name, capture.version, created_at, len(blob))
 
     def snapshot(
         self, live: LiveModel, force: bool = False, wait: bool = True
@@ -129,13 +131,18 @@ class SnapshotWriter:
     def publish(self, live: LiveModel) -> SnapshotMeta | None:
         """A learner's publication of a changed model: a delta, or a full snapshot (every
         ``full_every`` publications, at the start of a chain, without deltas)."""
-        if self.full_every is None or getattr(self.store, "save_delta", None) is None:
-            return self.snapshot(live)
-        chain = live.record.publication
-        if isinstance(chain, deltas.Chain) and live.version == chain.base and not chain.full_due:
-            return None
-        with live.snapshot_lock:
-            return self._publish(live, full=False, wait=False)
+        with tracing.span("snapshot.publish", model=live.name):
+            if self.full_every is None or getattr(self.store, "save_delta", None) is None:
+                return self.snapshot(live)
+            chain = live.record.publication
+            if (
+                isinstance(chain, deltas.Chain)
+                and live.version == chain.base
+                and not chain.full_due
+            ):
+                return None
+            with live.snapshot_lock:
+                return self._publish(live, full=False, wait=False)
 
     def _publish(self, live: LiveModel, full: bool, wait: bool) -> SnapshotMeta | None:
         """Publish under ``snapshot_lock`` (deltas and full snapshots of one model stay in

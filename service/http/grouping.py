@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from service.exceptions import ServiceError
 from service.http.bodies import Prepared, prepare_feedback
 from service.http.threads import INLINE_BODY_BYTES
 from service.model.live import LiveModel
+from service.ops import tracing
 
 #: feedback bodies up to this size are handled in groups per model (larger ones alone)
 GROUP_BODY_BYTES = 64 * 1024
@@ -41,8 +43,13 @@ SLOW_FSYNC = 0.002
 #: ... for this long (seconds)
 SLOW_BACKOFF = 1.0
 
-#: one request of a group: its content type, body and idempotency key (optional, or None)
-Request = tuple[str | None, bytes, Key | None] | tuple[str | None, bytes]
+#: one request of a group: its content type, body, idempotency key (optional, or None) and
+#: trace context (optional, or None: ``service.ops.tracing.context``)
+Request = (
+    tuple[str | None, bytes, Key | None, Any]
+    | tuple[str | None, bytes, Key | None]
+    | tuple[str | None, bytes]
+)
 
 
 def _account(app, live: LiveModel, answer: dict) -> None:
@@ -69,15 +76,22 @@ class _Group:
         self.claimed: list[Key] = []
         #: the log position of the group's last record (None: nothing logged)
         self.position = None
+        #: the trace context of the group's append, learn and fsync spans: its first
+        #: request's (None: not traced)
+        self.trace = None
         try:
             for k, request in enumerate(requests):
-                self._prepare(k, *(*request, None)[:3])
+                self._prepare(k, *(*request, None, None)[:4])
         except BaseException:
             self.release()
             raise
 
-    def _prepare(self, k: int, content_type: str | None, body: bytes, key: Key | None) -> None:
+    def _prepare(
+        self, k: int, content_type: str | None, body: bytes, key: Key | None, trace=None
+    ) -> None:
         app, live = self.app, self.live
+        if self.trace is None:
+            self.trace = trace
         try:
             if key is not None:
                 answer = live.claim(key)
@@ -85,7 +99,10 @@ class _Group:
                     self.retries.append((k, answer, key))
                     return
                 self.claimed.append(key)
-            prepared = prepare_feedback(live, content_type, body, app.cache, app.settings.max_batch)
+            with tracing.attached(trace), tracing.span("feedback.parse"):
+                prepared = prepare_feedback(
+                    live, content_type, body, app.cache, app.settings.max_batch
+                )
             self.prepared.append((k, prepared, key))
         except ServiceError as error:
             if error.code.endswith("_prediction_id"):
@@ -101,10 +118,11 @@ class _Group:
     def learn(self, blocking: bool = True) -> bool:
         """Log and learn the valid requests; with ``blocking`` false, False and nothing done
         if the model or its log would make it wait."""
-        learned = self.live.learn_group(
-            [Feedback(p.batch, p.targets, p.with_results, key) for _, p, key in self.prepared],
-            blocking,
-        )
+        with tracing.attached(self.trace):
+            learned = self.live.learn_group(
+                [Feedback(p.batch, p.targets, p.with_results, key) for _, p, key in self.prepared],
+                blocking,
+            )
         if learned is None:
             return False
         results, self.position = learned
@@ -130,6 +148,10 @@ class _Group:
         """Answer once ``sync(position)`` made the records durable: a failed sync (its
         ``ServiceError``) answers 503 ``log_unavailable`` to every request whose record it
         was to make durable."""
+        with tracing.attached(self.trace):
+            self._durable(sync)
+
+    def _durable(self, sync: Callable[[Any], None]) -> None:
         if self.position is not None:
             try:
                 sync(self.position)
@@ -191,7 +213,7 @@ class FeedbackGroups:
     ) -> dict:
         """The answer to one feedback request (or its exception)."""
         loop = asyncio.get_running_loop()
-        request = (content_type, body, key)
+        request = (content_type, body, key, tracing.context())
         if len(body) > GROUP_BODY_BYTES:  # bulk: its parsing overlaps the learning before it
             [(ok, value)] = await loop.run_in_executor(
                 self.app.executor, handle_group, self.app, live, [request], _nothing
@@ -397,7 +419,10 @@ class _Commit:
                 self._schedule()
 
         try:
-            running = self.loop.run_in_executor(self.app.executor, self._sync, position)
+            # (in the context of the first record's request: its trace)
+            running = self.loop.run_in_executor(
+                self.app.executor, contextvars.copy_context().run, self._sync, position
+            )
         except Exception as error:  # the pool is shut down: no thread will sync
             running = self.loop.create_future()
             running.set_result(error)

@@ -54,6 +54,7 @@ from service.model.group import Group, Policy
 from service.model.lifecycle import Lifecycle
 from service.model.locks import RWLock
 from service.model.member import ORIGINAL, Member
+from service.ops import tracing
 from service.scale.deltas import RowChanges
 
 log = logging.getLogger("lorentztron")
@@ -332,19 +333,23 @@ class LiveModel:
         positions: list = [None] * len(ready)
         if journal is not None and ready:
             appended = journal.appended
-            positions = self._append(items, ready, outcomes, blocking)
+            with tracing.span("feedback.append", records=len(ready)) as span:
+                positions = self._append(items, ready, outcomes, blocking)
+                if positions is None and span is not None:  # tried again in a thread
+                    span.set_attribute("deferred", True)
             if not positions:
                 return None if positions is None else (outcomes, None)
             self.record.learned(
                 positions[0], positions[-1], len(positions), journal.appended - appended
             )
-        for k, position in zip(ready, positions, strict=True):
-            item = items[k]
-            try:
-                outcomes[k] = self._learn(item)
-            except Exception as error:  # the others are logged: learn them too
-                outcomes[k] = error
-            self._keep(item, outcomes[k], time.time(), position)
+        with tracing.span("feedback.learn", requests=len(ready)):
+            for k, position in zip(ready, positions, strict=True):
+                item = items[k]
+                try:
+                    outcomes[k] = self._learn(item)
+                except Exception as error:  # the others are logged: learn them too
+                    outcomes[k] = error
+                self._keep(item, outcomes[k], time.time(), position)
         return outcomes, positions[-1] if positions else None
 
     def _log_paused(self, items: list[Feedback], ready: list[int], outcomes: list, blocking):
@@ -454,7 +459,8 @@ class LiveModel:
     def sync(self, position: Position) -> None:
         """Make the log durable up to ``position`` (after ``learn_group``, outside the lock)."""
         if self.journal is not None:
-            self.journal.sync(position)
+            with tracing.span("feedback.fsync"):
+                self.journal.sync(position)
 
     def catch_up(self) -> None:
         """Learn what the log holds after our position (an append whose reply was lost may

@@ -12,7 +12,7 @@ from service.http.bodies import media_type
 from service.http.deps import App, Components, Write
 from service.http.openapi import errors, feedback_body
 from service.http.schemas import FeedbackResponse
-from service.ops import failpoints
+from service.ops import failpoints, tracing
 
 router = APIRouter(prefix="/v1/models", tags=["feedback"])
 
@@ -49,6 +49,11 @@ async def serve(app: Components, name: str, headers, body: Callable[[], Awaitabl
     group of waiting requests (``service.http.grouping``) inside the model, so that a deletion
     waits for it. With an ``Idempotency-Key``, a retry gets the first answer again
     (``service.durability.idempotency``)."""
+    with tracing.server("POST /v1/models/{name}/feedback", headers, model=name):
+        return await _serve(app, name, headers, body)
+
+
+async def _serve(app: Components, name: str, headers, body) -> dict:
     app.models.get(name)
     data = await body()
     content_type = headers.get("content-type")

@@ -37,6 +37,7 @@ from service.http.openapi import errors
 from service.http.schemas import FiniteFloat, InferenceErrorResponse
 from service.http.threads import run_sync
 from service.model.live import LiveModel
+from service.ops import tracing
 
 router = APIRouter(prefix="/v2", tags=["inference (V2)"])
 
@@ -233,9 +234,10 @@ async def infer_version(name: str, version: str, request: Request, app: App) -> 
 
 
 async def _infer(app: Components, name: str, version: str | None, request: Request):
-    body = await request.body()
-    length = request.headers.get(HEADER_LENGTH)
-    return await run_sync(app.executor, _answer, app, name, version, body, length)
+    with tracing.server("POST /v2/models/{name}/infer", request.headers, model=name):
+        body = await request.body()
+        length = request.headers.get(HEADER_LENGTH)
+        return await run_sync(app.executor, _answer, app, name, version, body, length)
 
 
 def _answer(app, name, version, body: bytes, length: str | None) -> Response:

@@ -11,6 +11,7 @@ from service.http.openapi import errors, json_body
 from service.http.schemas import PredictRequest, PredictResponse
 from service.http.threads import INLINE_BODY_BYTES, run_sync
 from service.model.live import INLINE_WORK
+from service.ops import tracing
 
 router = APIRouter(prefix="/v1/models", tags=["predict"])
 
@@ -65,6 +66,11 @@ async def serve(
     back several times that. Any other goes to the thread pool in one trip, so that the loop
     never waits for a lock or a large batch; the response is built there, already valid, so
     it is not validated again."""
+    with tracing.server("POST /v1/models/{name}/predict", headers, model=name):
+        return await _serve(app, name, variant, headers, body, member)
+
+
+async def _serve(app: Components, name: str, variant, headers, body, member) -> dict:
     data = await body()
     content_type = headers.get("content-type")
     member = bodies.member(member)
