@@ -104,6 +104,8 @@ def test_replicas_serve_every_member_the_learner_learns(tmp_path):
         assert refused.status_code == 409 and refused.json()["error"]["code"] == "wrong_role"
         added = httpx.post(f"{learner.url}/v1/models/m/challengers", json=challenger)
         assert added.status_code == 201, added.text
+        # every replica serves the model (with its challenger) before feedback goes to it
+        wait_for(lambda: all(version(r.url) == 1 for r in replicas), timeout=30)
         rng = np.random.default_rng(1)
         for round_ in range(20):
             X = rng.standard_normal((5, 5))
