@@ -16,6 +16,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY core ./core
 COPY service ./service
+COPY clients/python/lorentztron_client ./clients/python/lorentztron_client
 RUN /opt/venv/bin/pip install --no-cache-dir .
 
 FROM ${PYTHON_IMAGE} AS runtime
