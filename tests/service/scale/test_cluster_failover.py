@@ -50,6 +50,7 @@ def test_a_master_killed_under_load(tmp_path):
         feedback = Feedback([api.url], N_MODELS, threads=3).start()
         time.sleep(2)
         victim = nodes.master_of(keys.log(NAMES[0]))
+        assert victim is not None  # (the cluster is ok: every slot has its master)
         before = feedback.count
         nodes.kill(victim)
         assert nodes.wait_promoted(keys.log(NAMES[0])) != victim
