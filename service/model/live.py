@@ -550,24 +550,28 @@ class LiveModel:
         version and log position its header names (``service.durability.store``); the
         log after it is ``replay``ed next."""
         with self.lock.write():
-            state.load(self, snapshot)
-            self.mark_all_changed()
+            self._load(snapshot)
             self.record.restored(header)
 
     def adopt(self, snapshot: dict, version: int) -> None:
         """Start from a model file's state at ``version`` (an import, an offline model),
         before serving; ValueError (nothing changed) if the state does not fit the spec."""
         with self.lock.write():
-            state.load(self, snapshot)
-            self.mark_all_changed()
+            self._load(snapshot)
             self.record.set_version(version)
 
     def load_version(self, snapshot: dict, version: int, position: Position) -> None:
         """Serve a published version (api replicas): its state, version and log position."""
         with self.lock.write():
-            state.load(self, snapshot)
-            self.mark_all_changed()
+            self._load(snapshot)
             self.record.loaded(version, position)
+
+    def _load(self, snapshot: dict, estimator_written: bool = False) -> None:
+        """A snapshot's state (``state.load``; writer lock held): every row changed since."""
+        created_at = state.load(self, snapshot, estimator_written)
+        if created_at is not None:
+            self.created_at = created_at
+        self.mark_all_changed()
 
     def load_delta(
         self, write: Callable[[Estimator], None], snapshot: dict, version: int, position: Position
@@ -577,7 +581,7 @@ class LiveModel:
         gives the estimator's scalars and the service's part."""
         with self.lock.write():
             write(self.champion.estimator)  # (a promotion is published whole, never a delta)
-            state.load(self, snapshot, estimator_written=True)
+            self._load(snapshot, estimator_written=True)
             self.record.loaded(version, position)
 
     # -- delta publication (``service.scale.deltas``) -------------------------------------

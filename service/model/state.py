@@ -60,11 +60,12 @@ def _blob(live: LiveModel, member: Member) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.uint8)
 
 
-def load(live: LiveModel, snapshot: dict, estimator_written: bool = False) -> None:
+def load(live: LiveModel, snapshot: dict, estimator_written: bool = False) -> float | None:
     """Load a ``snapshot``'s state (writer lock held): the group and its members (each kept if
     its name and spec are the same, rebuilt otherwise), the serving member's estimator
     (unless ``estimator_written``: a delta wrote its arrays already, ``state`` gives its
-    scalars) and the model's part."""
+    scalars) and the keyed answers. Returns the model's creation time the snapshot holds
+    (None: none), for the model to keep."""
     estimator_state, service = capture.split_service(snapshot)
     group = service.get(capture.GROUP)
     if group is None:  # (a snapshot of a model of one member)
@@ -72,10 +73,9 @@ def load(live: LiveModel, snapshot: dict, estimator_written: bool = False) -> No
     else:
         group_state = loads(group["arrays"]["state"])
         _load_group(live, group_state, service, estimator_state, estimator_written)
-    scalars = service.get(capture.MODEL, {}).get("scalars", {})
-    live.created_at = scalars.get("created_at", live.created_at)
     if capture.ANSWERS in service:
         live.answers.set_state(service[capture.ANSWERS]["arrays"]["table"])
+    return service.get(capture.MODEL, {}).get("scalars", {}).get("created_at")
 
 
 def _load_serving(member: Member, estimator_state: dict, service: dict, written: bool) -> None:

@@ -392,8 +392,6 @@ def test_an_index_above_n_features_names_the_first_line_and_index():
 
 def test_a9a_test_file_against_too_few_features_names_line_1_index_17():
     path = data_dir() / "a9a" / "a9a.t"
-    if not path.exists():
-        pytest.skip("a9a is not in the data directory")
     with pytest.raises(SvmlightIndexError, match=r"a9a\.t:1: feature index 17 exceeds"):
         load_svmlight(path, n_features=16)
 

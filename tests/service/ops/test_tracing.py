@@ -23,9 +23,6 @@ from service.main import create_app
 from service.ops import tracing
 from tests.service.conftest import TestClient, create
 
-pytest.importorskip("opentelemetry.sdk")
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-
 PREDICT = "POST /v1/models/{name}/predict"
 FEEDBACK = "POST /v1/models/{name}/feedback"
 INFER = "POST /v2/models/{name}/infer"
