@@ -256,6 +256,62 @@ def test_predict_splits_rows_into_requests_of_at_most_max_batch(tmp_path):
             lz.Client(running.url, max_batch=0)
 
 
+def test_feedback_splits_examples_into_requests_of_at_most_max_batch(tmp_path):
+    """JSON feedback as predict: a service whose MAX_BATCH is 7 refuses the client's default
+    once (nothing learned), and 40 examples go as 6 requests, learned in order (the model
+    equals one fed one example at a time), their answers joined; a client told
+    ``max_batch=5`` sends 8; prediction ids and the async client alike."""
+    settings = Settings(snapshot_dir=tmp_path / "snapshots", snapshot_interval=3600, max_batch=7)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 3))
+    y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, 1, -1)
+    probe = rng.standard_normal((5, 3))
+    sent = []
+
+    def counted(client):
+        client.http.event_hooks["request"] = [lambda request: sent.append(request.url.path)]
+        return client
+
+    def scores(client, name):
+        return [p["score"] for p in client.predict(name, probe)["predictions"]]
+
+    with ServerThread(create_app(settings)) as running:
+        with lz.Client(running.url) as client:
+            for name in ("one", "split", "five", "ids", "async"):
+                client.create(name, kind="linear-pa", n_features=3)
+            alone = [client.feedback("one", X[i : i + 1], y[i : i + 1]) for i in range(40)]
+        with counted(lz.Client(running.url)) as client:
+            answer = client.feedback("split", X, y)
+            assert len(sent) == 7 and client.max_batch == 7  # one refused, six answered
+            assert answer["model"] == "split" and answer["learned"] == 40
+            assert answer["versions"] == [1, 2, 3, 4, 5, 6] and answer["version"] == 6
+            assert answer["aggressive"] == sum(a["aggressive"] for a in alone)
+            assert answer["results"] == [a["results"][0] for a in alone]
+            assert scores(client, "split") == scores(client, "one")
+            sent.clear()
+            single = client.feedback("split", X[:7], y[:7])  # MAX_BATCH: one request
+            assert len(sent) == 1 and "versions" not in single and single["learned"] == 7
+            with pytest.raises(lz.ModelNotFound):
+                client.feedback("nope", X, y)
+            ids = [p["prediction_id"] for p in client.predict("ids", X)["predictions"]]
+            by_id = client.feedback("ids", labels=y, prediction_ids=ids)
+            assert by_id["learned"] == 40 and scores(client, "ids") == scores(client, "one")
+        sent.clear()
+        with counted(lz.Client(running.url, max_batch=5)) as client:
+            five = client.feedback("five", X.tolist(), y.tolist())
+            assert len(sent) == 8 and five["versions"] == list(range(1, 9))
+            assert scores(client, "five") == scores(client, "one")
+
+        async def run():
+            async with lz.AsyncClient(running.url) as client:
+                return await client.feedback("async", X, y), client.max_batch
+
+        answer, learned_limit = asyncio.run(run())
+        assert learned_limit == 7 and answer["learned"] == 40
+        with lz.Client(running.url) as client:
+            assert scores(client, "async") == scores(client, "one")
+
+
 def test_keys_are_sent_as_bearer_tokens(server):
     with lz.Client(server) as anonymous, pytest.raises(lz.Unauthorized):
         anonymous.create("k", kind="linear-pa", n_features=2)

@@ -370,23 +370,24 @@ class _Calls:
         params = {k: v for k, v in params.items() if v is not None} or None
         return Call("POST", f"/v1/models/{name}/predict", json=body, params=params, retry=True)
 
-    def _feedback(self, name: str, X=None, labels=None, prediction_ids=None) -> Call:
-        """Learn labelled rows ``X`` (or earlier predictions by ``prediction_ids``), in
-        order, each scored first; per-example results. Sent with an idempotency key, so a
-        retry is learned once."""
+    def _feedback_examples(self, X=None, labels=None, prediction_ids=None) -> list[dict]:
+        """The examples of a feedback request: labelled rows ``X`` or prediction ids."""
         if (X is None) == (prediction_ids is None):
             raise ValueError("give either rows X or prediction_ids, with the labels")
         labels = _labels(labels)
         if X is not None:
-            examples = [
+            return [
                 {**instance, "label": label}
                 for instance, label in zip(instances(X), labels, strict=True)
             ]
-        else:
-            examples = [
-                {"prediction_id": pid, "label": label}
-                for pid, label in zip(prediction_ids, labels, strict=True)
-            ]
+        return [
+            {"prediction_id": pid, "label": label}
+            for pid, label in zip(prediction_ids, labels, strict=True)
+        ]
+
+    def _feedback_call(self, name: str, examples: list[dict]) -> Call:
+        """One feedback request of ``examples``, with an idempotency key of its own (a retry
+        is learned once)."""
         path = f"/v1/models/{name}/feedback"
         return Call("POST", path, json={"examples": examples}, headers=_key(), retry=True)
 
@@ -566,6 +567,22 @@ def _joined(answers: list[dict]) -> dict:
     return joined
 
 
+def _learned(answers: list[dict]) -> dict:
+    """One feedback answer from the answers of its parts, in order: the counts summed,
+    the per-example ``results`` joined, the ``version`` the last part's (the model's after
+    every example), and with more than one part ``versions``, each part's."""
+    if len(answers) == 1:
+        return answers[0]
+    joined = dict(answers[-1])
+    for count in ("learned", "aggressive", "logged"):
+        if any(count in answer for answer in answers):
+            joined[count] = sum(answer.get(count) or 0 for answer in answers)
+    results = [answer.get("results") for answer in answers]
+    joined["results"] = None if None in results else [r for part in results for r in part]
+    joined["versions"] = [answer["version"] for answer in answers]
+    return joined
+
+
 def _summary(answers: list[dict], rows: int) -> dict:
     """One answer for a whole upload."""
     return {
@@ -583,7 +600,6 @@ ENDPOINTS = (
     "models",
     "model",
     "delete",
-    "feedback",
     "add_challenger",
     "challengers",
     "remove_challenger",
@@ -647,6 +663,31 @@ class Client(_Calls):
             start += len(part)
             if start >= len(rows):
                 return _joined(answers)
+
+    def feedback(self, name: str, X=None, labels=None, prediction_ids=None):
+        """Learn labelled rows ``X`` (or earlier predictions by ``prediction_ids``), in
+        order, each scored first; per-example results. Each request carries an idempotency
+        key, so a retry is learned once. Examples beyond ``max_batch`` go in further
+        requests, in order, their answers joined (``learned``, ``aggressive`` and
+        ``logged`` summed, ``results`` joined, ``version`` the last part's, ``versions``
+        each part's); a service with a smaller MAX_BATCH says so in its refusal, and the
+        client then sends parts of that size. A part refused otherwise raises its error:
+        the parts before it are learned."""
+        examples = self._feedback_examples(X, labels, prediction_ids)
+        answers, start = [], 0
+        while True:
+            part = examples[start : start + self.max_batch]
+            try:
+                answers.append(self.send(self._feedback_call(name, part)))
+            except LorentztronError as error:
+                limit = _server_limit(error, len(part))
+                if limit is None:
+                    raise
+                self.max_batch = limit
+                continue
+            start += len(part)
+            if start >= len(examples):
+                return _learned(answers)
 
     def upload(
         self, name: str, X, y, format: str = "auto", max_bytes: int = 8 << 20, progress=None
@@ -714,6 +755,24 @@ class AsyncClient(_Calls):
             start += len(part)
             if start >= len(rows):
                 return _joined(answers)
+
+    async def feedback(self, name: str, X=None, labels=None, prediction_ids=None):
+        """:meth:`Client.feedback`, awaited."""
+        examples = self._feedback_examples(X, labels, prediction_ids)
+        answers, start = [], 0
+        while True:
+            part = examples[start : start + self.max_batch]
+            try:
+                answers.append(await self.send(self._feedback_call(name, part)))
+            except LorentztronError as error:
+                limit = _server_limit(error, len(part))
+                if limit is None:
+                    raise
+                self.max_batch = limit
+                continue
+            start += len(part)
+            if start >= len(examples):
+                return _learned(answers)
 
     async def upload(
         self, name: str, X, y, format: str = "auto", max_bytes: int = 8 << 20, progress=None
