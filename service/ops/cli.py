@@ -161,7 +161,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 #: the CLI's client: a short retry of the answers that say "try again", and a refused
 #: connection reported in well under a second (a person waits at the prompt; the client's
-#: default of 4 retries from 0.25 s kept them waiting 3.7 s in silence)
+#: default of 4 retries from 0.25 s kept them waiting 3.7 s in silence); each retry is
+#: announced on stderr (``_service``)
 CLIENT_OPTIONS = {"retries": 2, "backoff": 0.1, "max_backoff": 1.0}
 
 
@@ -522,11 +523,15 @@ def evaluate(args) -> None:
 @contextmanager
 def _service(args):
     """A client of ``--url`` with ``--key``; the service's refusals, and no answer at all,
-    as one-line errors."""
+    as one-line errors; each retry announced on stderr, one line (what failed, when it is
+    tried again), so that nobody waits in silence."""
     from service.client import Client, LorentztronError, TransportError
 
+    def announce(retrying) -> None:
+        print(f"lorentztron {args.command}: {retrying}", file=sys.stderr, flush=True)
+
     try:
-        with Client(args.url, key=args.key, **CLIENT_OPTIONS) as client:
+        with Client(args.url, key=args.key, on_retry=announce, **CLIENT_OPTIONS) as client:
             yield client
     except TransportError as error:
         raise ValueError(_unreachable(args.url, error.__cause__ or error)) from None

@@ -375,8 +375,12 @@ def test_a_503_while_the_service_starts_is_retried(tmp_path, monkeypatch):
     )
     with ServerThread(create_app(settings)) as running:
         threading.Timer(0.5, restored.set).start()
-        with lz.Client(running.url, backoff=0.1) as client:
+        seen = []
+        with lz.Client(running.url, backoff=0.1, on_retry=seen.append) as client:
             assert client.feedback("m", [[1.0, 2.0]], [1])["learned"] == 1
+            assert seen and [r.attempt for r in seen] == list(range(1, len(seen) + 1))
+            assert {r.response.status_code for r in seen} == {503}
+            assert str(seen[0]).startswith("POST /v1/models/m/feedback: 503 ")
             assert client.model("m")["examples_learned"] == 1
         with lz.Client(running.url, retries=0) as client:
             assert client.model("m")["version"] == 1

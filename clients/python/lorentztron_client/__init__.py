@@ -41,7 +41,8 @@ at all raises :class:`TransportError`.
 restore, challenger added, promotion, policy and learning change, and sends it again with
 each retry, so the service applies the request once).
 They retry connection failures, timeouts and the answers that say "try again" (503, 502,
-504, ``idempotency_key_in_use``), ``retries`` times with exponential backoff.
+504, ``idempotency_key_in_use``), ``retries`` times with exponential backoff; ``on_retry``
+(an option of both clients) is called with a :class:`Retrying` before each retry.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "LorentztronError",
+    "Retrying",
     "TransportError",
     *sorted({cls.__name__ for cls in (*KINDS.values(), *ERRORS.values())}),
 ]
@@ -169,6 +171,40 @@ class Call:
 @dataclass(frozen=True)
 class _Retry:
     delay: float
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """A request about to be sent again (what ``on_retry`` gets): the request, this retry's
+    number (from 1) of ``retries``, the seconds until it, and what failed: an error answer
+    (``response``) or none at all (``error``). ``str()``: one line that says so."""
+
+    call: Call
+    attempt: int
+    retries: int
+    delay: float
+    response: httpx.Response | None = None
+    error: BaseException | None = None
+
+    @property
+    def reason(self) -> str:
+        """What failed, in a few words: "connection refused", "timed out", "503
+        service_unavailable"."""
+        if self.response is not None:
+            code = _code(self.response) or self.response.reason_phrase
+            return f"{self.response.status_code} {code}".strip()
+        text = str(self.error)
+        if isinstance(self.error, httpx.ConnectError) and "refused" in text.lower():
+            return "connection refused"
+        if isinstance(self.error, httpx.TimeoutException):
+            return "timed out"
+        return text or type(self.error).__name__
+
+    def __str__(self) -> str:
+        return (
+            f"{self.call.method} {self.call.path}: {self.reason}; retry {self.attempt} of "
+            f"{self.retries} in {self.delay:.2f} s"
+        )
 
 
 def _no_content(response: httpx.Response) -> None:
@@ -286,12 +322,15 @@ class _Calls:
         max_backoff: float = 8.0,
         headers: dict[str, str] | None = None,
         max_batch: int = 10_000,
+        on_retry: Callable[[Retrying], None] | None = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.url = url.rstrip("/")
         self.max_batch = max_batch
         self.retries = retries
+        #: called before each retry (a :class:`Retrying`): a command line says it waits
+        self.on_retry = on_retry
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.headers = {"User-Agent": "lorentztron-client", **(headers or {})}
@@ -311,7 +350,10 @@ class _Calls:
         if error is None and response.is_success:
             return call.read(response)
         if self._again(call, attempt, response):
-            return _Retry(self._delay(attempt, response))
+            delay = self._delay(attempt, response)
+            if self.on_retry is not None:
+                self.on_retry(Retrying(call, attempt + 1, self.retries, delay, response, error))
+            return _Retry(delay)
         if error is not None:
             raise TransportError(f"{call.method} {call.path}: {error!r}") from error
         raise error_of(response)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -387,8 +388,8 @@ def closed_url() -> str:
 
 def test_a_refused_connection_is_one_clear_line_and_fails_fast(capsys, monkeypatch, tmp_path):
     """Every command that talks to a service goes to ``--url``, else ``$LORENTZTRON_URL``;
-    nothing listening there is one line that names the URL, within a second (not seconds of
-    silent retries)."""
+    nothing listening there is one line that names the URL, within a second, after one line
+    per retry that says what failed and when it is tried again (no silent wait)."""
     file = tmp_path / "m.safetensors"
     file.write_bytes(b"not read before the request")
     commands = (
@@ -414,10 +415,17 @@ def test_a_refused_connection_is_one_clear_line_and_fails_fast(capsys, monkeypat
             status, _, err = run(capsys, *argv)
             elapsed = time.perf_counter() - started
             name = command[0]
-            assert status == 2 and err == (
+            *retries, last = err.splitlines()
+            assert status == 2 and last == (
                 f"lorentztron {name}: error: cannot reach {url} (connection refused); is the "
-                "server running? (set --url or LORENTZTRON_URL)\n"
+                "server running? (set --url or LORENTZTRON_URL)"
             ), (argv, err)
+            # (a DELETE without an idempotency key is never sent again)
+            assert len(retries) == (0 if command[:2] == ("challenger", "remove") else 2), err
+            for attempt, line in enumerate(retries, start=1):
+                announced = rf"lorentztron {name}: (GET|POST|PUT) /v1/models/m\S*: "
+                announced += rf"connection refused; retry {attempt} of 2 in 0\.\d\d s"
+                assert re.fullmatch(announced, line), (argv, line)
             assert elapsed < 1.0, (argv, elapsed)
 
 
