@@ -23,6 +23,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
@@ -549,27 +550,37 @@ def _unreachable(url: str, cause: BaseException) -> str:
     return f"cannot reach {url} ({reason}); is the server running? (set --url or LORENTZTRON_URL)"
 
 
-def _labelled_rows(files: list[Path], batch_size: int):
-    """(rows, labels) of the files in order, at most ``batch_size`` at a time: svmlight rows
-    as a sparse matrix (0-based), NDJSON rows as the instance objects of their lines."""
+def _labelled_rows(files: list[Path], batch_size: int, n_features: int | None = None):
+    """(rows, labels, file, lines) of the files in order, at most ``batch_size`` rows at a
+    time: svmlight rows as a sparse matrix (0-based; an index above ``n_features`` refused
+    here, by its line), NDJSON rows as the instance objects of their lines; ``lines``: the
+    line in ``file`` of each row."""
     from core.datasets import parse_svmlight
     from service.ops import offline
 
-    for media, body, _ in offline.parts(files):
-        if media == offline.SVMLIGHT:
-            X, y = parse_svmlight(body, source="file")
+    for part in offline.parts(files):
+        rows = part.rows()
+        lines = [line for line, _ in rows]
+        if part.media == offline.SVMLIGHT:
+            with offline.located(part):
+                X, y = parse_svmlight(part.body, n_features, source="file")
             labels = [int(v) if float(v).is_integer() else float(v) for v in y.tolist()]
         else:
             X, labels = [], []
-            for line in body.splitlines():
-                if line.strip():
-                    example = json.loads(line)
-                    if "label" not in example or "prediction_id" in example:
-                        raise ValueError("an NDJSON line needs features and a label")
-                    labels.append(example.pop("label"))
-                    X.append(example)
+            for line, text in rows:
+                try:
+                    example = json.loads(text)
+                except ValueError as error:
+                    raise ValueError(f"{part.path}:{line}: {error}") from None
+                if "label" not in example or "prediction_id" in example:
+                    raise ValueError(
+                        f"{part.path}:{line}: an NDJSON line needs features and a label"
+                    )
+                labels.append(example.pop("label"))
+                X.append(example)
         for start in range(0, len(labels), batch_size):
-            yield X[start : start + batch_size], labels[start : start + batch_size]
+            stop = start + batch_size
+            yield X[start:stop], labels[start:stop], part.path, lines[start:stop]
 
 
 def evaluate_members(args) -> None:
@@ -580,6 +591,8 @@ def evaluate_members(args) -> None:
         raise ValueError("--predictions is for a model file (--model)")
     if args.batch_size < 1:
         raise ValueError("--batch-size must be at least 1")
+    from service.client import LorentztronError
+
     name, files = args.files[0], [Path(file) for file in args.files[1:]]
     for file in files:
         if not file.is_file():
@@ -606,9 +619,17 @@ def evaluate_members(args) -> None:
             if args.variant in (None, variant)
         ]
         totals = [0.0] * len(rows)  # right answers, or summed squared errors
-        for X, labels in _labelled_rows(files, args.batch_size):
+        n_features = info["input"].get("n_features")
+        for X, labels, file, lines in _labelled_rows(files, args.batch_size, n_features):
             for k, row in enumerate(rows):
-                answer = client.predict(name, X, variant=row["variant"], member=row["member"])
+                try:
+                    answer = client.predict(name, X, variant=row["variant"], member=row["member"])
+                except LorentztronError as error:  # a row refused: named by its line
+                    found = re.match(r"instances\[(\d+)\]: ", error.message or "")
+                    if found is None or int(found.group(1)) >= len(lines):
+                        raise
+                    line, rest = lines[int(found.group(1))], error.message[found.end() :]
+                    raise ValueError(f"{error.code}: {file}:{line}: {rest}") from None
                 for prediction, truth in zip(answer["predictions"], labels, strict=True):
                     label = prediction["label"]
                     totals[k] += (label - truth) ** 2 if regression else label == truth

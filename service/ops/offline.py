@@ -5,22 +5,28 @@ one the service would have learned from the same feedback, and its file
 
 Files are svmlight (``label index:value ...``, 1-based indices, numeric labels) or NDJSON
 (one example object per line, as the feedback endpoint takes them), read in parts of
-``PART_LINES`` lines, each validated and learned as one bulk feedback request would be.
+``PART_LINES`` lines, each validated and learned as one bulk feedback request would be. An
+error in a part names the file and the line in the file (``located``), not the line in the
+part that the parser saw.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from core.datasets import parse_svmlight
 from service.durability.interchange import load_model, write_model
+from service.exceptions import ServiceError
 from service.http.bodies import prepare_feedback
 from service.model.cache import PredictionCache
 from service.model.kinds import Limits, plan
@@ -42,11 +48,36 @@ def media_of(path: Path) -> str:
     return NDJSON if head.startswith(b"{") else SVMLIGHT
 
 
-def parts(paths: list[Path]) -> Iterator[tuple[str, bytes, int]]:
-    """(media type, body of at most ``PART_LINES`` lines, bytes read so far) of the files."""
+class Part(NamedTuple):
+    """At most ``PART_LINES`` lines of a file: its media type and text, the bytes read so
+    far (of all the files), the file, and the number in the file of its first line."""
+
+    media: str
+    body: bytes
+    done: int
+    path: Path
+    line: int
+
+    def rows(self) -> list[tuple[int, bytes]]:
+        """(line in the file, text) of each of the part's rows (blank and comment-only
+        lines hold none)."""
+        return [
+            (number, text)
+            for number, text in enumerate(self.body.split(b"\n"), start=self.line)
+            if text.split(b"#", 1)[0].strip()
+        ]
+
+    def row_lines(self) -> list[int]:
+        """The line in the file of each of the part's rows."""
+        return [number for number, _ in self.rows()]
+
+
+def parts(paths: list[Path]) -> Iterator[Part]:
+    """The files' parts (``Part``), in order; a part of blank lines only is left out."""
     done = 0
     for path in paths:
         media = media_of(path)
+        first = 1
         with open(path, "rb") as handle:
             while True:
                 lines = [line for _, line in zip(range(PART_LINES), handle, strict=False)]
@@ -55,22 +86,59 @@ def parts(paths: list[Path]) -> Iterator[tuple[str, bytes, int]]:
                 body = b"".join(lines)
                 done += len(body)
                 if body.strip():
-                    yield media, body, done
+                    yield Part(media, body, done, path, first)
+                first += len(lines)
+
+
+#: how a parse of one part names a place in it: "file:12: ", "body: row 3: ", "line 4: "
+_PLACE = re.compile(r"^(?:(?:file|body)(?::(\d+)|: row (\d+))|line (\d+))[:.] ?")
+
+
+@contextmanager
+def located(part: Part):
+    """Errors of a part's parse that name a line or row of the part (``file:12``, ``body:
+    row 3``, ``line 4``) name the file and its line in the file instead
+    (``a9a.t:2012: ...``): the same exception class, code and details."""
+    try:
+        yield
+    except (ValueError, ServiceError) as error:
+        service = isinstance(error, ServiceError)
+        message = error.message if service else str(error)
+        found = _PLACE.match(message)
+        if found is None:
+            raise
+        line, row, example = found.groups()
+        details = getattr(error, "details", None)
+        if line is not None or (example is not None and isinstance(details, dict)
+                                and "line" in details):  # fmt: skip
+            number = part.line + int(line or example) - 1
+        else:  # a row, or an NDJSON example by its number (blank lines hold none)
+            number = part.row_lines()[int(row) if row is not None else int(example) - 1]
+        message = f"{part.path}:{number}: {message[found.end() :]}"
+        if not service:
+            raise ValueError(message) from None
+        if isinstance(details, dict) and "line" in details:
+            details = {**details, "line": number}
+        raise type(error)(error.code, message, details) from None
 
 
 def scan(paths: list[Path]) -> tuple[int, list]:
     """The largest feature index (svmlight, 1-based) or dense length (NDJSON ``x``), and the
     distinct labels of the files, sorted: what ``learn`` uses when not told."""
     width, labels = 0, set()
-    for media, body, _ in parts(paths):
-        if media == SVMLIGHT:
-            X, y = parse_svmlight(body, source="file")
+    for part in parts(paths):
+        if part.media == SVMLIGHT:
+            with located(part):
+                X, y = parse_svmlight(part.body, source="file")
             width = max(width, X.shape[1])
             labels.update(int(v) if float(v).is_integer() else float(v) for v in np.unique(y))
             continue
-        for line in body.splitlines():
+        for number, line in enumerate(part.body.split(b"\n"), start=part.line):
             if line.strip():
-                example = json.loads(line)
+                try:
+                    example = json.loads(line)
+                except ValueError as error:
+                    raise ValueError(f"{part.path}:{number}: {error}") from None
                 labels.add(example.get("label"))
                 if "x" in example:
                     width = max(width, len(example["x"]))
@@ -105,13 +173,14 @@ def learn(
     total = sum(path.stat().st_size for path in paths)
     started = time.perf_counter()
     cache = PredictionCache(1.0, 1)
-    for media, body, done in parts(paths):
-        prepared = prepare_feedback(live, media, body, cache, max_batch=PART_LINES)
+    for part in parts(paths):
+        with located(part):
+            prepared = prepare_feedback(live, part.media, part.body, cache, max_batch=PART_LINES)
         live.learn(prepared.batch, prepared.targets)
         if report is not None:
             report(
                 Progress(
-                    done,
+                    part.done,
                     total,
                     live.champion.counters.examples_learned,
                     live.champion.metrics(),
@@ -137,8 +206,9 @@ def evaluate(
     n = correct = 0
     squared = log_loss = 0.0
     numeric = live.family.regression
-    for media, body, done in parts(paths):
-        prepared = prepare_feedback(live, media, body, cache, max_batch=PART_LINES)
+    for part in parts(paths):
+        with located(part):
+            prepared = prepare_feedback(live, part.media, part.body, cache, max_batch=PART_LINES)
         labels, scores, probabilities = live.predict_batch(prepared.batch, variant)
         for label, score, probability, target in zip(
             labels, scores, probabilities, prepared.targets, strict=True
@@ -154,7 +224,9 @@ def evaluate(
                 line = {"label": label, "score": score, "probability": probability}
                 predictions.write(json.dumps(line) + "\n")
         if report is not None:
-            report(Progress(done, total, n, _metrics(n, correct, squared, log_loss, live), 0.0))
+            report(
+                Progress(part.done, total, n, _metrics(n, correct, squared, log_loss, live), 0.0)
+            )
     result = _metrics(n, correct, squared, log_loss, live)
     result["seconds"] = _since(started)
     return result

@@ -332,6 +332,65 @@ def test_eval_of_a_served_regression_model_reports_rmse(service, capsys, tmp_pat
     assert row["serving"] and row["progressive"]["rmse"] is not None
 
 
+def test_an_error_names_its_line_in_the_file_not_in_the_part(service, capsys, tmp_path):
+    """Files are read in parts of ``PART_LINES`` lines: an error in the second part names
+    its line in the file (comment and blank lines counted), offline (``learn``, ``eval
+    --model``) and against a service (``eval NAME``: a row refused by the parse, or by the
+    service)."""
+    from service import client as lz
+    from service.ops.offline import PART_LINES
+
+    rows = [f"{1 if i % 3 else -1} 1:0.5 3:{i % 7 + 1}\n" for i in range(PART_LINES + 10)]
+    rows[PART_LINES : PART_LINES + 2] = ["# a comment\n", "\n"]
+    line = PART_LINES + 4  # the bad row's line in the file (the 2nd row of the 2nd part)
+
+    def written(name: str, bad: str):
+        path = tmp_path / name
+        path.write_text("".join(rows[: line - 1] + [bad] + rows[line:]))
+        return path
+
+    good = tmp_path / "good.svm"
+    good.write_text("".join(rows))
+    model = tmp_path / "good.safetensors"
+    learned = ("--kind", "linear-pa", "--n-features", "3", "--quiet", "-o", str(model))
+    status, _, err = run(capsys, "learn", str(good), *learned)
+    assert status == 0, err
+    wide = written("wide.svm", "1 1:1 9:1\n")
+    syntax = written("syntax.svm", "1 3:x\n")
+    zero = written("zero.svm", "1 0:1\n")
+    index = "feature index 9 exceeds n_features=3"
+    for argv, expected in (
+        (("learn", str(wide), *learned), f"invalid_input: {wide}:{line}: {index}"),
+        (("learn", str(syntax), *learned), f"{syntax}:{line}: not a svmlight row: '1 3:x'"),
+        (
+            ("learn", str(zero), *learned),
+            f"{zero}:{line}: feature index 0; svmlight indices are 1-based",
+        ),
+        (
+            ("eval", str(wide), "--model", str(model), "--quiet"),
+            f"invalid_input: {wide}:{line}: {index}",
+        ),
+    ):
+        status, _, err = run(capsys, *argv)
+        assert (status, err) == (2, f"lorentztron {argv[0]}: error: {expected}\n"), argv
+
+    with lz.Client(service, key="w") as client:
+        client.create("lines", kind="linear-pa", n_features=3)
+    status, _, err = run(capsys, "eval", "lines", str(wide), "--url", service)
+    assert (status, err) == (2, f"lorentztron eval: error: {wide}:{line}: {index}\n")
+    # NDJSON: a row the service refuses (four values for three features), in a batch of 64
+    ndjson = tmp_path / "wide.ndjson"
+    examples = [json.dumps({"x": [0.5, 0, 1], "label": 1}) + "\n"] * (PART_LINES + 100)
+    examples[PART_LINES] = "\n"
+    examples[line - 1] = json.dumps({"x": [0.5, 0, 1, 2], "label": 1}) + "\n"
+    ndjson.write_text("".join(examples))
+    status, _, err = run(capsys, "eval", "lines", str(ndjson), "--url", service)
+    assert status == 2 and err.startswith(
+        f"lorentztron eval: error: invalid_input: {ndjson}:{line}: "
+    )
+    assert "4" in err and "3" in err, err
+
+
 def test_json_lines_carry_the_time_of_each_record():
     """The formatter's time, to the millisecond, across the seconds it caches."""
     formatter = cli.JsonFormatter()
