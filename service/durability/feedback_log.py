@@ -151,6 +151,9 @@ class FeedbackLog(Protocol):
 
     #: whether ``sync`` does anything (False: an append is as durable as it will be)
     syncs: bool
+    #: whether ``append_many`` takes ``traces`` (a W3C traceparent per record, kept beside
+    #: it for the process that learns it: ``service.ops.tracing``)
+    carries_traces: bool
 
     def append_many(
         self, model: str, records: list[bytes], incarnation: str | None = None

@@ -130,6 +130,9 @@ class FileLog:
     (fsync every append, the default: acknowledged means on disk) or ``"none"`` (the OS
     writes back; survives a process crash, not a power loss)."""
 
+    #: the process that appends is the one that learns: no trace context to carry
+    carries_traces = False
+
     def __init__(
         self,
         directory: str | os.PathLike,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -23,16 +23,19 @@ from service.durability.feedback_log import (
 )
 from service.durability.idempotency import Answer, Key
 from service.exceptions import NotFound, Unavailable
+from service.ops import tracing
 
 
 class Feedback(NamedTuple):
     """One request's validated feedback: its batch, targets (class indices or values),
-    whether its answer lists per-example results, and its idempotency key (or None)."""
+    whether its answer lists per-example results, its idempotency key (or None) and its
+    trace context (``service.ops.tracing.context``; None: not traced)."""
 
     batch: CSRBatch
     targets: np.ndarray
     with_results: bool = False
     key: Key | None = None
+    trace: Any = None
 
     def record(self) -> bytes:
         key = self.key
@@ -70,7 +73,13 @@ class Journal:
         records = [Feedback(*item).record() for item in items]
         try:
             if blocking:
-                positions = self.log.append_many(self.name, records, self.incarnation)
+                traces = self._traces(items)
+                if traces is None:
+                    positions = self.log.append_many(self.name, records, self.incarnation)
+                else:
+                    positions = self.log.append_many(
+                        self.name, records, self.incarnation, traces=traces
+                    )
             else:
                 positions = self.log.try_append(self.name, records)
         except (ModelGone, LogUnavailable) as error:
@@ -78,6 +87,15 @@ class Journal:
         if positions is not None:
             self.appended += sum(map(len, records))
         return positions
+
+    def _traces(self, items: list[Feedback]) -> list[str | None] | None:
+        """The W3C ``traceparent`` of each item's request, for a log that carries them to
+        the process that learns them (the Redis log, in roles mode); None when tracing is
+        off (the records and the append are then those of an untraced service)."""
+        if tracing.TRACER is None or not self.log.carries_traces:
+            return None
+        traces = [tracing.traceparent(Feedback(*item).trace) for item in items]
+        return traces if any(traces) else None
 
     @property
     def uncertain(self) -> bool:
@@ -103,9 +121,11 @@ class Journal:
         logs; ``service.durability.idempotency``): (position, None) or (None, the stored answer)."""
         key = item.key
         stored = json.dumps({"fingerprint": key.fingerprint, "at": time.time(), "body": answer})
+        traces = self._traces([item])
+        options = {} if traces is None else {"trace": traces[0]}
         try:
             position, found = self.log.append_once(
-                self.name, item.record(), self.incarnation, key.key, stored.encode(), ttl
+                self.name, item.record(), self.incarnation, key.key, stored.encode(), ttl, **options
             )
         except (ModelGone, LogUnavailable) as error:
             self._raise(error)

@@ -11,6 +11,10 @@ then holds every acknowledged record (an append that n replicas did not confirm 
 refused, maybe written), and a learner learns a record only once n replicas have it
 (``replicated``), so no model holds a record that a promotion took out of its log. A
 learner's trim is fenced by its lease (``service.scale.leases``).
+
+While tracing is on (``service.ops.tracing``) an entry also has the field ``t``: the W3C
+``traceparent`` of the request that logged it, to which the learner links its span. An
+entry without it (tracing off, or an older entry) is read the same way: ``r`` is the record.
 """
 
 from __future__ import annotations
@@ -42,14 +46,36 @@ for i = 2, #ARGV do ids[#ids + 1] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[i
 return ids
 """
 )
+#: ``_APPEND`` with a traceparent after each record (ARGV: the incarnation, then record,
+#: traceparent pairs; an empty traceparent: none)
+_APPEND_TRACED = (
+    _CURRENT
+    + """
+local ids = {}
+for i = 2, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    ids[#ids + 1] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[i])
+  else
+    ids[#ids + 1] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[i], 't', ARGV[i + 1])
+  end
+end
+return ids
+"""
+)
 #: the same checks, KEYS[4] the key's answer; ARGV: the incarnation, the record, the answer,
-#: its lifetime in ms. Appends unless the key has an answer: {"NEW", id} or {"DONE", answer}
+#: its lifetime in ms (and a traceparent, when traced). Appends unless the key has an
+#: answer: {"NEW", id} or {"DONE", answer}
 _APPEND_ONCE = (
     _CURRENT
     + """
 local stored = redis.call('GET', KEYS[4])
 if stored then return {'DONE', stored} end
-local id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2])
+local id
+if ARGV[5] then
+  id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2], 't', ARGV[5])
+else
+  id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2])
+end
 redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
 return {'NEW', id}
 """
@@ -79,9 +105,12 @@ class RedisLog:
         self.keys = RedisKeys(prefix)
         #: an entry is as durable as Redis makes it when XADD answers
         self.syncs = False
+        #: an entry carries its request's traceparent (field ``t``) when given one
+        self.carries_traces = True
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         self._append_script = client.register_script(_APPEND)
+        self._append_traced_script = client.register_script(_APPEND_TRACED)
         self._append_once_script = client.register_script(_APPEND_ONCE)
         self._trim_script = client.register_script(_TRIM)
 
@@ -89,29 +118,43 @@ class RedisLog:
         return self.keys.log(model)
 
     def append_many(
-        self, model: str, records: list[bytes], incarnation: str | None = None
+        self,
+        model: str,
+        records: list[bytes],
+        incarnation: str | None = None,
+        traces: list[str | None] | None = None,
     ) -> list[str]:
         """Append records in order in one round trip, which Redis makes durable together
         (``appendfsync always`` fsyncs once per event-loop turn). With an ``incarnation``,
         only while it is the model's current one (a script: check and ``XADD``s are one
         atomic step; ``service.scale.keys``); else ModelGone and nothing is written. With
-        ``wait_replicas``, acknowledged once that many replicas have them."""
+        ``wait_replicas``, acknowledged once that many replicas have them. ``traces``: a
+        W3C traceparent (or None) per record, kept in its entry (module docstring)."""
         try:
             if incarnation is not None:
                 keys = [self.keys.incarnation(model), self.key(model), self.keys.deleted(model)]
+                script, args = self._append_script, [incarnation, *records]
+                if traces is not None:
+                    script, args = self._append_traced_script, [incarnation]
+                    for record, trace in zip(records, traces, strict=True):
+                        args += (record, trace or "")
                 if self.wait_replicas:
-                    ids = self._append_waiting(keys, [incarnation, *records])
+                    ids = self._append_waiting(keys, args, script)
                 else:
-                    ids = self._append_script(keys=keys, args=[incarnation, *records])
+                    ids = script(keys=keys, args=args)
                 failpoints.reach("redis_log.appended")
                 if ids == b"GONE":
                     raise ModelGone(f"model {model!r} was deleted (or replaced) elsewhere")
                 return [entry_id.decode() for entry_id in ids]
+            entries = [{b"r": record} for record in records]
+            for entry, trace in zip(entries, traces or (), strict=False):
+                if trace:
+                    entry[b"t"] = trace
             if len(records) == 1 and not self.wait_replicas:
-                return [self.client.xadd(self.key(model), {b"r": records[0]}).decode()]
+                return [self.client.xadd(self.key(model), entries[0]).decode()]
             pipe = self._node(self.key(model)).pipeline(transaction=False)
-            for record in records:
-                pipe.xadd(self.key(model), {b"r": record})
+            for entry in entries:
+                pipe.xadd(self.key(model), entry)
             if self.wait_replicas:
                 pipe.wait(self.wait_replicas, self.wait_timeout_ms)
             replies = pipe.execute()
@@ -132,11 +175,19 @@ class RedisLog:
         return None
 
     def append_once(
-        self, model: str, record: bytes, incarnation: str, key: str, answer: bytes, ttl: float
+        self,
+        model: str,
+        record: bytes,
+        incarnation: str,
+        key: str,
+        answer: bytes,
+        ttl: float,
+        trace: str | None = None,
     ) -> tuple[str | None, bytes | None]:
         """Append a keyed record and keep its ``answer`` for ``ttl`` seconds, in one atomic
         step, unless the key has an answer already: (position, None) or (None, the stored
-        answer). For the processes that only log (``service.durability.idempotency``)."""
+        answer). For the processes that only log (``service.durability.idempotency``).
+        ``trace``: the request's traceparent, kept in the entry."""
         keys = [
             self.keys.incarnation(model),
             self.key(model),
@@ -144,6 +195,8 @@ class RedisLog:
             self.keys.idempotency(model, incarnation, key),
         ]
         args = [incarnation, record, answer, max(1, int(ttl * 1000))]
+        if trace:
+            args.append(trace)
         try:
             if self.wait_replicas:
                 pipe = self._node(keys[1]).pipeline(transaction=False)
@@ -173,11 +226,11 @@ class RedisLog:
         except Exception as error:
             raise LogUnavailable(f"the feedback log could not be read: {error}") from None
 
-    def _append_waiting(self, keys: list[str], args: list) -> object:
-        """The append script then ``WAIT``, on one connection to the stream's master (WAIT
-        counts the replicas that have this connection's writes)."""
+    def _append_waiting(self, keys: list[str], args: list, script) -> object:
+        """An append ``script`` then ``WAIT``, on one connection to the stream's master
+        (WAIT counts the replicas that have this connection's writes)."""
         pipe = self._node(keys[1]).pipeline(transaction=False)
-        self._append_script(keys=keys, args=args, client=pipe)
+        script(keys=keys, args=args, client=pipe)
         pipe.wait(self.wait_replicas, self.wait_timeout_ms)
         ids, replicas = pipe.execute()
         if ids != b"GONE":

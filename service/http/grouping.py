@@ -72,6 +72,9 @@ class _Group:
         self.live = live
         self.outcomes: list[tuple[bool, Any]] = [(False, None)] * len(requests)
         self.prepared: list[tuple[int, Prepared, Key | None]] = []
+        #: the trace context of each prepared request (carried to the log: a learner
+        #: links the records it learns to the requests that logged them)
+        self.traces: list = []
         self.retries: list[tuple[int, Answer, Key]] = []
         self.claimed: list[Key] = []
         #: the log position of the group's last record (None: nothing logged)
@@ -104,6 +107,7 @@ class _Group:
                     live, content_type, body, app.cache, app.settings.max_batch
                 )
             self.prepared.append((k, prepared, key))
+            self.traces.append(trace)
         except ServiceError as error:
             if error.code.endswith("_prediction_id"):
                 app.metrics.pending_misses.labels(error.code.removesuffix("_prediction_id")).inc()
@@ -119,10 +123,11 @@ class _Group:
         """Log and learn the valid requests; with ``blocking`` false, False and nothing done
         if the model or its log would make it wait."""
         with tracing.attached(self.trace):
-            learned = self.live.learn_group(
-                [Feedback(p.batch, p.targets, p.with_results, key) for _, p, key in self.prepared],
-                blocking,
-            )
+            items = [
+                Feedback(p.batch, p.targets, p.with_results, key, trace)
+                for (_, p, key), trace in zip(self.prepared, self.traces, strict=True)
+            ]
+            learned = self.live.learn_group(items, blocking)
         if learned is None:
             return False
         results, self.position = learned

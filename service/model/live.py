@@ -307,7 +307,8 @@ class LiveModel:
         if not self.learns:  # a process that only logs changes nothing: no writer lock
             if not blocking:
                 return None
-            return outcomes, self._log_only(items, ready, outcomes)
+            with tracing.span("feedback.append", records=len(ready)):
+                return outcomes, self._log_only(items, ready, outcomes)
         if not self.lock.acquire_write(blocking):
             return None
         try:

@@ -14,6 +14,13 @@ carries a W3C ``traceparent``; under feedback, ``feedback.parse`` (per request),
 children of the group's first request); ``snapshot.write`` and ``snapshot.publish``.
 Spans go through a ``BatchSpanProcessor`` to the OTLP/HTTP exporter; ``shutdown`` flushes
 them (the app's lifespan calls it).
+
+In roles mode a feedback request is logged by an api process and learned by a learner: the
+request's context travels in its log record (the Redis stream entry's field ``t``, its W3C
+``traceparent``, written only while tracing is on: ``traceparent``), and the learner's
+``feedback.learned`` span (one per run of at most ``LINKS`` records of a model) has one
+Link per traced record to the request that logged it (``linked``). Records without the
+field (logged with tracing off, or before it existed) are learned all the same, unlinked.
 """
 
 from __future__ import annotations
@@ -32,8 +39,15 @@ TRACER = None
 _provider = None
 _propagator = None
 _server_kind = None
+_consumer_kind = None
 _otel_context = None
+_link = None
+_span_of = None
 _NULL = nullcontext()
+
+#: at most this many links per ``linked`` span (the SDK's default limit, 128, above
+#: which it drops links): a caller spans longer runs of records with several
+LINKS = 128
 
 
 def enabled_by(environ=os.environ) -> bool:
@@ -44,7 +58,8 @@ def enabled_by(environ=os.environ) -> bool:
 def setup() -> bool:
     """Turn tracing on if the environment asks for it (idempotent): whether it is on. A
     missing extra is one warning, and tracing stays off."""
-    global TRACER, _provider, _propagator, _server_kind, _otel_context
+    global TRACER, _provider, _propagator, _server_kind, _consumer_kind, _otel_context
+    global _link, _span_of
     if TRACER is not None:
         return True
     if not enabled_by():
@@ -55,7 +70,7 @@ def setup() -> bool:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.trace import SpanKind
+        from opentelemetry.trace import Link, SpanKind, get_current_span
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError as error:
         log.warning(
@@ -70,7 +85,8 @@ def setup() -> bool:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     _provider = provider
     _propagator = TraceContextTextMapPropagator()
-    _server_kind, _otel_context = SpanKind.SERVER, otel_context
+    _server_kind, _consumer_kind, _otel_context = SpanKind.SERVER, SpanKind.CONSUMER, otel_context
+    _link, _span_of = Link, get_current_span
     TRACER = provider.get_tracer("lorentztron")
     log.info("tracing on: spans exported by OTLP/HTTP as service %s", name)
     return True
@@ -104,6 +120,41 @@ def server(name: str, headers, **attributes):
         kind=_server_kind,
         attributes=attributes or None,
     )
+
+
+def linked(name: str, traceparents, **attributes):
+    """A span ``name`` (kind consumer, a root: the work of other requests) with a Link to
+    each W3C ``traceparent`` of ``traceparents`` (bytes or str; None and malformed ones
+    skipped; at most ``LINKS`` are kept), as the current span (a null context manager when
+    tracing is off)."""
+    if TRACER is None:
+        return _NULL
+    links = []
+    for header in traceparents:
+        if header is None:
+            continue
+        if isinstance(header, bytes):
+            header = header.decode("ascii", "replace")
+        linked_span = _span_of(_propagator.extract({"traceparent": header})).get_span_context()
+        if linked_span.is_valid:
+            links.append(_link(linked_span))
+    return TRACER.start_as_current_span(
+        name,
+        context=_otel_context.Context(),
+        kind=_consumer_kind,
+        links=links,
+        attributes=attributes or None,
+    )
+
+
+def traceparent(ctx) -> str | None:
+    """The W3C ``traceparent`` of trace context ``ctx`` (from ``context``), to carry it in a
+    log record: None when tracing is off, ``ctx`` is None or holds no span."""
+    if TRACER is None or ctx is None:
+        return None
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier, context=ctx)
+    return carrier.get("traceparent")
 
 
 def context():

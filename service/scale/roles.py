@@ -39,6 +39,7 @@ import redis
 from service.durability.feedback_log import after, position_time
 from service.durability.store import IncarnationGone, SnapshotError, decode
 from service.exceptions import NotFound
+from service.ops import tracing
 from service.scale import deltas
 from service.scale.leases import LeaseLost, Leases, learner_id, place, surplus
 from service.scale.redis_client import refresh_topology
@@ -296,19 +297,35 @@ class Learner(_Loop):
             pipe.xrange(self.journal.key(live.name), min=start, count=self.chunk)
         learned = False
         for live, entries in zip(owned, pipe.execute(), strict=True):
-            records = [(i.decode(), fields[b"r"]) for i, fields in entries]
             # a model restored meanwhile may already include them
-            fresh = [r for r in records if after(r[0], live.record.read_position)]
+            fresh = [(i.decode(), fields) for i, fields in entries]
+            fresh = [entry for entry in fresh if after(entry[0], live.record.read_position)]
             if not fresh or not self.journal.replicated(live.name):
                 continue  # (not yet on the replicas that REDIS_WAIT_REPLICAS asks for)
             try:
                 with self.models.use(live.name):
-                    count = live.replay(fresh)
+                    count = self._learn(live, fresh)
             except NotFound:  # deleted or let go meanwhile
                 continue
             self.metrics.replayed.labels(live.name).inc(count)
             learned = True
         return learned
+
+    def _learn(self, live, entries: list[tuple[str, dict]]) -> int:
+        """Learn a model's stream entries ``(id, fields)`` in order: how many. While tracing
+        is on, in spans ``feedback.learned`` of at most ``tracing.LINKS`` records, each span
+        linked to the requests that logged its records (their entries' ``t``:
+        ``service.ops.tracing``)."""
+        records = [(position, fields[b"r"]) for position, fields in entries]
+        if tracing.TRACER is None:
+            return live.replay(records)
+        count = 0
+        for start in range(0, len(records), tracing.LINKS):
+            part = slice(start, start + tracing.LINKS)
+            parents = [fields.get(b"t") for _, fields in entries[part]]
+            with tracing.linked("feedback.learned", parents, model=live.name, records=len(parents)):
+                count += live.replay(records[part])
+        return count
 
     def publish(self) -> None:
         """Publish every held model that changed (the publisher thread; a model handed

@@ -8,14 +8,16 @@ from pathlib import Path
 from benchmarks.servers import ServiceProcess
 
 
-def roles(redis_url: str, directory: Path, replicas: int = 2):
+def roles(redis_url: str, directory: Path, replicas: int = 2, env: dict | None = None):
     """A learner and ``replicas`` api replicas (not started) against one Redis, publishing
-    and polling quickly, each logging to a file in ``directory``."""
+    and polling quickly, each logging to a file in ``directory``; ``env``: more variables
+    for all of them."""
     common = {
         "LORENTZTRON_REDIS_URL": redis_url,
         "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
         "LORENTZTRON_POLL_INTERVAL": "0.5",
         "LORENTZTRON_LOG_LEVEL": "warning",
+        **(env or {}),
     }
     learner = ServiceProcess({**common, "LORENTZTRON_ROLE": "learner"}, directory / "learner.log")
     apis = [

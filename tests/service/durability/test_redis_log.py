@@ -100,3 +100,23 @@ def test_redis_log_replicated_waits_for_the_replicas_the_master_has(redis_server
     finally:
         replica.stop()
         client.close()
+
+
+def test_entries_carry_traceparents_only_when_given_them(redis_server):
+    """With ``traces`` an entry keeps its request's traceparent in field ``t`` (the scripted
+    appends, the plain ones and ``append_once``); without, the record alone, as before; the
+    records read back are the same either way."""
+    client = redis.Redis.from_url(redis_server.url)
+    log = RedisLog(client, prefix="t")
+    records = [encode_record(*batch(seed)) for seed in range(6)]
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    log.append_many("m", records[:2], "i1", traces=[parent, None])
+    log.append_many("m", records[2:3], "i1")
+    log.append_many("m", records[3:5], None, traces=[None, parent])
+    position, _ = log.append_once("m", records[5], "i1", "k", b"{}", 60, trace=parent)
+    assert position is not None
+    fields = [f for _, f in client.xrange(log.key("m"))]
+    assert [f.get(b"t") for f in fields] == [parent.encode(), None, None, None] + [
+        parent.encode()
+    ] * 2
+    assert [r for _, r in log.read_after("m", None)] == records

@@ -1,5 +1,6 @@
 """Tracing (service.ops.tracing): spans exported to a real OTLP/HTTP receiver by the service
-running as a process, the client's ``traceparent`` honoured; off and import-free when the
+running as a process, the client's ``traceparent`` honoured; in roles mode, the learner's
+span linked to the api request that logged the record; off and import-free when the
 variables are unset."""
 
 from __future__ import annotations
@@ -15,18 +16,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+import redis
 
 import service
-from benchmarks.servers import ServiceProcess
+from benchmarks.servers import RedisServer, ServiceProcess, start_all, stop_all
+from core.features import CSRBatch
+from service.durability.feedback_log import encode_record
+from service.durability.redis_log import RedisLog
 from service.main import create_app
 from service.ops import tracing
-from tests.service.conftest import TestClient, create
+from service.scale.keys import RedisKeys
+from tests.service.conftest import TestClient, create, wait_for
+from tests.service.scale.test_roles import version
+from tests.service.server import roles
 
 PREDICT = "POST /v1/models/{name}/predict"
 FEEDBACK = "POST /v1/models/{name}/feedback"
 INFER = "POST /v2/models/{name}/infer"
 SERVER = 2  # opentelemetry.proto.trace.v1.Span.SPAN_KIND_SERVER
+CONSUMER = 5  # ... SPAN_KIND_CONSUMER
 
 
 class Receiver:
@@ -65,6 +75,10 @@ class Receiver:
                         "service": {
                             a.key: a.value.string_value for a in resource.resource.attributes
                         }.get("service.name"),
+                        "links": [
+                            {"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex()}
+                            for link in span.links
+                        ],
                     }
                     for resource in request.resource_spans
                     for scope in resource.scope_spans
@@ -184,6 +198,80 @@ def test_spans_reach_an_otlp_receiver_as_children_of_the_client_span(tmp_path):
         assert child["parent"] == server_span["span_id"], (name, feedback)
     # the request span of another trace never adopts these children
     assert all(s["trace_id"] != feedback_trace for s in named(spans, "snapshot.write"))
+
+
+def test_the_learners_span_links_to_the_api_request_that_logged_the_record(tmp_path):
+    """Roles mode, an api and a learner process over a real Redis: the api logs a feedback
+    request (its client's ``traceparent``) with its trace context in the stream entry, and
+    the learner's ``feedback.learned`` span, in a trace of its own, links to that request's
+    server span; an entry without a traceparent (as an api without tracing, or before the
+    field existed, writes it) is learned all the same."""
+    redis_server = RedisServer(tmp_path)
+    redis_server.start()
+    with Receiver() as receiver:
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": None,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "LORENTZTRON_LOG_TRIM": "false",  # (the entries read at the end)
+        }
+        learner, [api] = roles(redis_server.url, tmp_path, replicas=1, env=env)
+        learner.env["OTEL_SERVICE_NAME"], api.env["OTEL_SERVICE_NAME"] = "learner", "api"
+        store = redis.Redis.from_url(redis_server.url)
+        keys = RedisKeys()
+        try:
+            start_all((learner, api))
+            spec = {"name": "m", "kind": "dos", "input": {"n_features": 3}}
+            assert httpx.post(f"{api.url}/v1/models", json=spec).status_code == 201
+            wait_for(lambda: version(learner.url) == 0, timeout=30)
+            traces = []  # (trace id, client span id) of a plain and of a keyed request
+            for headers in ({}, {"Idempotency-Key": "k1"}):
+                header, trace_id, client_span = traceparent()
+                logged = httpx.post(
+                    f"{api.url}/v1/models/m/feedback",
+                    json={"examples": [{"x": [0, 1, 0], "label": 1}]},
+                    headers={"traceparent": header, **headers},
+                )
+                assert logged.status_code == 200 and logged.json()["logged"] == 1, logged.text
+                traces.append((trace_id, client_span))
+            untraced = (CSRBatch(np.array([0, 1]), np.array([2]), np.array([1.0])), np.array([0]))
+            incarnation = store.get(keys.incarnation("m")).decode()
+            RedisLog(store).append_many("m", [encode_record(*untraced)], incarnation)
+            wait_for(lambda: version(learner.url) == 3, timeout=30)  # all three learned
+            entries = [fields for _, fields in store.xrange(keys.log("m"))]
+            assert [sorted(fields) for fields in entries] == [[b"r", b"t"]] * 2 + [[b"r"]]
+            assert [e[b"t"].decode().split("-")[1] for e in entries[:2]] == [t for t, _ in traces]
+
+            def learned_spans(spans):
+                found = [s for s in spans if s["name"] == "feedback.learned"]
+                linked = {link["trace_id"] for s in found for link in s["links"]}
+                return found if {t for t, _ in traces} <= linked else None
+
+            requests = [
+                receiver.wait_for(lambda spans, t=t: named(spans, FEEDBACK, t)) for t, _ in traces
+            ]
+            learned = receiver.wait_for(learned_spans)
+        finally:
+            stop_all((api, learner))
+            redis_server.stop()
+    links = []
+    for span in learned:
+        assert span["service"] == "learner" and span["kind"] == CONSUMER
+        assert span["parent"] == "" and span["attributes"]["model"] == "m"  # traces of their own
+        assert span["attributes"]["records"] >= len(span["links"])
+        links += span["links"]
+    assert sum(span["attributes"]["records"] for span in learned) == 3
+    for [request], (trace_id, client_span) in zip(requests, traces, strict=True):
+        assert request["service"] == "api" and request["parent"] == client_span
+        [append] = named(receiver.spans, "feedback.append", trace_id)  # (logged, not learned)
+        assert append["service"] == "api" and append["parent"] == request["span_id"]
+        assert all(span["trace_id"] != trace_id for span in learned)
+    # each request's server span (in the api's process) is linked from the learner's span
+    assert links == [{"trace_id": r["trace_id"], "span_id": r["span_id"]} for [r] in requests]
+
+
+def named(spans, name, trace_id=None):
+    return [s for s in spans if s["name"] == name and trace_id in (None, s["trace_id"])]
 
 
 #: the packages of the extra ``otel`` (FastAPI 0.165 itself depends on opentelemetry-api and

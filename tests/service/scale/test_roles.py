@@ -10,8 +10,10 @@ import threading
 import httpx
 import numpy as np
 import pytest
+import redis
 
 from benchmarks.servers import RedisServer, start_all, stop_all
+from service.scale.keys import RedisKeys
 from tests.service.conftest import wait_for
 from tests.service.server import roles
 
@@ -52,6 +54,11 @@ def test_two_replicas_converge_to_the_learner(tmp_path):
             batches += 1
         # the learner learns every logged batch once, in log order (one version per batch)
         wait_for(lambda: version(learner.url) == batches, timeout=30)
+        # tracing off: a stream entry is the record alone (service.ops.tracing; the latest
+        # entry is never trimmed)
+        store = redis.Redis.from_url(redis_server.url)
+        [(_, fields)] = store.xrevrange(RedisKeys().log("m"), count=1)
+        assert set(fields) == {b"r"}
         wait_for(lambda: all(version(r.url) == batches for r in replicas), timeout=30)
 
         instances = {"instances": [{"x": rng.standard_normal(5).tolist()} for _ in range(4)]}
