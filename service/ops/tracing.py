@@ -5,7 +5,8 @@ is set (OTLP over HTTP; the SDK reads these, ``OTEL_SERVICE_NAME`` (default
 ``lorentztron``), ``OTEL_BSP_*`` and the exporter's other variables itself) and the extra
 ``otel`` is installed. Otherwise it is off and free: nothing of opentelemetry is imported,
 ``TRACER`` stays None and every instrumentation point is one function call that returns a
-shared null context manager (``span``, ``server``, ``attached``) or None (``context``).
+shared null context manager (``span``, ``server``, ``attached``, ``linked``) or None
+(``context``, ``traceparent``).
 
 Spans: a server span per predict, feedback and V2 infer request (the route and the fast
 path alike: both run the routes' ``serve``), child of the client's span when the request
@@ -15,12 +16,14 @@ children of the group's first request); ``snapshot.write`` and ``snapshot.publis
 Spans go through a ``BatchSpanProcessor`` to the OTLP/HTTP exporter; ``shutdown`` flushes
 them (the app's lifespan calls it).
 
-In roles mode a feedback request is logged by an api process and learned by a learner: the
-request's context travels in its log record (the Redis stream entry's field ``t``, its W3C
-``traceparent``, written only while tracing is on: ``traceparent``), and the learner's
-``feedback.learned`` span (one per run of at most ``LINKS`` records of a model) has one
-Link per traced record to the request that logged it (``linked``). Records without the
-field (logged with tracing off, or before it existed) are learned all the same, unlinked.
+In roles mode a feedback request is logged by an api process and learned by a learner,
+later and elsewhere: the request's context travels with its record (``traceparent``: the
+W3C header of its server span, kept in the Redis stream entry's field ``t`` beside the
+record, and written only while tracing is on), and the learner learns the records it reads
+in ``feedback.learned`` spans (``linked``: kind consumer, roots of their own traces, at most
+``LINKS`` records each) with one Link per record to the request that logged it. Entries
+without ``t`` (logged with tracing off, or before the field existed) are learned all the
+same, unlinked.
 """
 
 from __future__ import annotations
