@@ -90,15 +90,17 @@ def parts(paths: list[Path]) -> Iterator[Part]:
                 first += len(lines)
 
 
-#: how a parse of one part names a place in it: "file:12: ", "body: row 3: ", "line 4: "
-_PLACE = re.compile(r"^(?:(?:file|body)(?::(\d+)|: row (\d+))|line (\d+))[:.] ?")
+#: how a parse of one part names a place in it: "file:12: ", "body: row 3: ", "line 4: ",
+#: or the part as a whole: "file: "
+_PLACE = re.compile(r"^(?:(?:file|body)(?::(\d+)|: row (\d+))?|line (\d+))[:.] ?")
 
 
 @contextmanager
 def located(part: Part):
     """Errors of a part's parse that name a line or row of the part (``file:12``, ``body:
     row 3``, ``line 4``) name the file and its line in the file instead
-    (``a9a.t:2012: ...``): the same exception class, code and details."""
+    (``a9a.t:2012: ...``), and those about the part as a whole its lines (``a9a.t (lines
+    2001 to 4000): ...``): the same exception class, code and details."""
     try:
         yield
     except (ValueError, ServiceError) as error:
@@ -109,15 +111,22 @@ def located(part: Part):
             raise
         line, row, example = found.groups()
         details = getattr(error, "details", None)
-        if line is not None or (example is not None and isinstance(details, dict)
-                                and "line" in details):  # fmt: skip
+        numbered = isinstance(details, dict) and "line" in details
+        if line is not None or (example is not None and numbered):
             number = part.line + int(line or example) - 1
-        else:  # a row, or an NDJSON example by its number (blank lines hold none)
+        elif row is not None or example is not None:  # a row, or an NDJSON example's number
             number = part.row_lines()[int(row) if row is not None else int(example) - 1]
-        message = f"{part.path}:{number}: {message[found.end() :]}"
+        else:  # the part as a whole
+            number = None
+        if number is None:
+            last = part.line + part.body.rstrip(b"\n").count(b"\n")
+            where = f"{part.path} (lines {part.line} to {last})"
+        else:
+            where = f"{part.path}:{number}"
+        message = f"{where}: {message[found.end() :]}"
         if not service:
             raise ValueError(message) from None
-        if isinstance(details, dict) and "line" in details:
+        if numbered and number is not None:
             details = {**details, "line": number}
         raise type(error)(error.code, message, details) from None
 

@@ -358,10 +358,16 @@ def test_an_error_names_its_line_in_the_file_not_in_the_part(service, capsys, tm
     wide = written("wide.svm", "1 1:1 9:1\n")
     syntax = written("syntax.svm", "1 3:x\n")
     zero = written("zero.svm", "1 0:1\n")
+    infinite = written("infinite.svm", "1 1:1e999\n")  # (named by the part's lines)
+    lines = f"(lines {PART_LINES + 1} to {len(rows)})"
     index = "feature index 9 exceeds n_features=3"
     for argv, expected in (
         (("learn", str(wide), *learned), f"invalid_input: {wide}:{line}: {index}"),
         (("learn", str(syntax), *learned), f"{syntax}:{line}: not a svmlight row: '1 3:x'"),
+        (
+            ("learn", str(infinite), *learned),
+            f"{infinite} {lines}: labels and values must be finite",
+        ),  # fmt: skip
         (
             ("learn", str(zero), *learned),
             f"{zero}:{line}: feature index 0; svmlight indices are 1-based",
