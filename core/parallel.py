@@ -42,9 +42,17 @@ from numbers import Integral
 
 import numpy as np
 
-from core.align import ALIGNMENTS, _dos_pairs, _min_norm, running_average
+from core.align import (
+    ALIGNMENTS,
+    _dos_pairs,
+    _fold_pair,
+    _light_cone_scales,
+    _min_norm,
+    running_average,
+)
 from core.base import Estimator
 from core.features import sliceable
+from core.kernels.align import _align_rotate, _fold_cross
 
 __all__ = [
     "MERGES",
@@ -96,14 +104,34 @@ def float_layout(state: dict) -> list[tuple[str, slice, tuple[int, ...]]]:
     return layout
 
 
-def _rotation_onto(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Orthogonal Q minimising ``|Q A - B|_F`` (eqs 26-27), and the identity when
-    ``B A^T = 0`` (a zero reference, or rows orthogonal to it: every Q is a minimiser)."""
-    C = B @ A.T
+def _rotation(C: np.ndarray) -> np.ndarray:
+    """Orthogonal Q minimising ``|Q A - B|_F`` given ``C = B A^T`` (eqs 26-27), and the
+    identity when ``C = 0`` (a zero reference, or rows orthogonal to it: every Q is a
+    minimiser)."""
     if not np.any(C):
-        return np.eye(A.shape[0])
+        return np.eye(C.shape[0])
     W, _, Zt = np.linalg.svd(C)
     return W @ Zt
+
+
+def _align_pair(reference, pair, method: str, out_u: np.ndarray, out_v: np.ndarray) -> None:
+    """``pair`` at its min-norm form rotated onto ``reference``'s, written to the outputs;
+    the paper's alignment streamed over the columns (``core.kernels.align``)."""
+    if method != "paper":
+        U1, V1 = _min_norm(reference, method)
+        U2, V2 = _min_norm(pair, method)
+        out_u[...] = _rotation(U1 @ U2.T) @ U2
+        out_v[...] = _rotation(V1 @ V2.T) @ V2
+        return
+    U1, V1 = _fold_pair(reference, "reference")
+    U2, V2 = _fold_pair(pair, "state")
+    a1, b1 = _light_cone_scales(U1, V1, "reference")
+    a2, b2 = _light_cone_scales(U2, V2, "state")
+    d = U2.shape[0]
+    CU, CV = np.empty((d, d)), np.empty((d, d))
+    _fold_cross(U1, V1, a1, b1, U2, V2, a2, b2, CU, CV)
+    omega_t, lam_t = (np.ascontiguousarray(_rotation(C).T) for C in (CU, CV))
+    _align_rotate(U2, V2, a2, b2, omega_t, lam_t, out_u, out_v)
 
 
 def align_to(
@@ -149,10 +177,11 @@ def align_to(
     if reference["kind"] != state["kind"] or reference["params"] != state["params"]:
         raise ValueError("reference and state are for different models")
     arrays, anchors = state["arrays"], reference["arrays"]
-    if set(arrays) != set(anchors) or any(
-        np.shape(anchors[name]) != np.shape(array) for name, array in arrays.items()
-    ):
+    if set(arrays) != set(anchors):
         raise ValueError("reference and state hold different arrays")
+    for name, array in arrays.items():
+        if np.shape(anchors[name]) != np.shape(array):
+            raise ValueError(f"array {name!r} has another shape in the reference")
     layout = float_layout(state)
     size = layout[-1][1].stop if layout else 0
     if out is None:
@@ -162,17 +191,20 @@ def align_to(
     pairs = _dos_pairs(arrays)
     partners = {v: u for u, v in pairs.items()}
     where = {name: part for name, part, _ in layout}
-    for name, part, _ in layout:
+    for name, part, shape in layout:
         if name in partners:
             continue  # (written with its U)
         if name not in pairs:
             out[part] = np.ravel(arrays[name])
             continue
         v_name = pairs[name]
-        U1, V1 = _min_norm((anchors[name], anchors[v_name]), method)
-        U2, V2 = _min_norm((arrays[name], arrays[v_name]), method)
-        out[part] = np.ravel(_rotation_onto(U2, U1) @ U2)
-        out[where[v_name]] = np.ravel(_rotation_onto(V2, V1) @ V2)
+        _align_pair(
+            (anchors[name], anchors[v_name]),
+            (arrays[name], arrays[v_name]),
+            method,
+            out[part].reshape(shape),
+            out[where[v_name]].reshape(shape),
+        )
     return out
 
 
