@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import mmap
 import multiprocessing
 import os
@@ -85,7 +86,7 @@ def _worker(pipe, model) -> None:
 def run_processes(model, X, y, n_workers: int, interval: int, mode: str = "serial"):
     """``DataParallel(model, n_workers, interval, merge=mode).learn_many(X, y)`` on worker
     processes: (the merged model, seconds, of which the coordinator merging, the
-    coordinator's CPU seconds)."""
+    coordinator's CPU seconds in the merges, the coordinator's CPU seconds)."""
     if mode == "parallel" and n_workers > 1:
         return _run_parallel(model, X, y, n_workers, interval)
     _SHARED.update(X=X, y=y)
@@ -99,7 +100,7 @@ def run_processes(model, X, y, n_workers: int, interval: int, mode: str = "seria
         processes.append(process)
     plan = DataParallel(model, n_workers, interval)
     merged, state = model.clone(), None
-    merging = 0.0
+    merging = merging_cpu = 0.0
     started, cpu = time.perf_counter(), time.process_time()
     try:
         for start, stop in plan.rounds(X.shape[0]):
@@ -108,17 +109,18 @@ def run_processes(model, X, y, n_workers: int, interval: int, mode: str = "seria
             states = [pipe.recv() for pipe in pipes]
             state = None
             if stop % interval == 0:  # (as DataParallel: a last part short of it is not)
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.process_time()
                 state = states[0] if n_workers == 1 else merge(states)
                 merged.set_state(state)
                 merging += time.perf_counter() - began
+                merging_cpu += time.process_time() - began_cpu
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         for pipe in pipes:
             pipe.send(None)
         for process in processes:
             process.join(timeout=30)
-    return merged, seconds, merging, cpu
+    return merged, seconds, merging, merging_cpu, cpu
 
 
 def _tree_worker(pipe, model, worker, n_workers, rows, mean, ready) -> None:
@@ -186,7 +188,7 @@ def _run_parallel(model, X, y, n_workers: int, interval: int):
         processes.append(process)
     plan = DataParallel(model, n_workers, interval, merge="parallel")
     merged, meta = model.clone(), None
-    merging = 0.0
+    merging = merging_cpu = 0.0
     started, cpu = time.perf_counter(), time.process_time()
     try:
         for start, stop in plan.rounds(X.shape[0]):
@@ -196,17 +198,18 @@ def _run_parallel(model, X, y, n_workers: int, interval: int):
             answers = [pipe.recv() for pipe in pipes]
             meta = None
             if merge_now:
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.process_time()
                 meta = answers[-1]
                 merged.set_state(unflatten(mean, {**meta, "arrays": template_state["arrays"]}))
                 merging += time.perf_counter() - began
+                merging_cpu += time.process_time() - began_cpu
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         for pipe in pipes:
             pipe.send(None)
         for process in processes:
             process.join(timeout=30)
-    return merged, seconds, merging, cpu
+    return merged, seconds, merging, merging_cpu, cpu
 
 
 def error(model, images: np.ndarray, labels: np.ndarray) -> float:
@@ -244,7 +247,10 @@ def measure(args) -> dict:
                         "seconds": seconds,
                         "merge_s": merge_s,
                         "merge_ms_per_merge": 1000 * merge_s / n_merges,
-                        "coordinator_cpu_s": statistics.median(run[3] for run in runs[mode]),
+                        "merge_cpu_ms_per_merge": 1000
+                        * statistics.median(run[3] for run in runs[mode])
+                        / n_merges,
+                        "coordinator_cpu_s": statistics.median(run[4] for run in runs[mode]),
                         "examples_per_s": args.examples / seconds,
                         "test_error": error(runs[mode][0][0], test_images, test_labels),
                         "single_averaged_error": averaged_error,
@@ -292,13 +298,20 @@ def targets(rows: list[dict]) -> list[str]:
             continue
         ks = sorted({r["workers"] for r in merged})
         for mode in ("serial", "parallel"):
-            times = {r["workers"]: r["merge_ms_per_merge"] for r in merged if r["merge"] == mode}
-            ratio = times[ks[-1]] / times[ks[0]] if times[ks[0]] else float("nan")
-            verdict = "flat within 1.5x" if ratio <= 1.5 else "grows"
+            ours = {r["workers"]: r for r in merged if r["merge"] == mode}
+            parts = []
+            for key, what in (("merge_ms_per_merge", "wall"), ("merge_cpu_ms_per_merge", "CPU")):
+                low, high = ours[ks[0]].get(key, math.nan), ours[ks[-1]].get(key, math.nan)
+                ratio = high / low if low else math.nan
+                verdict = "flat within 1.5x" if ratio <= 1.5 else "grows"
+                parts.append(
+                    f"{what} {low:.1f} ms at k = {ks[0]}, {high:.1f} ms at k = {ks[-1]}: "
+                    f"{ratio:.2f}x ({verdict})"
+                )
             lines.append(
-                f"- interval {interval:,}, {mode} merge: coordinator time per merge "
-                f"{times[ks[0]]:.1f} ms at k = {ks[0]}, {times[ks[-1]]:.1f} ms at k = {ks[-1]}: "
-                f"{ratio:.2f}x ({verdict})."
+                f"- interval {interval:,}, {mode} merge, coordinator time per merge: "
+                + "; ".join(parts)
+                + "."
             )
         gaps = [
             100 * (p["test_error"] - s["test_error"])
@@ -334,16 +347,17 @@ def render(result: dict) -> str:
         "reference, the single learner's time-averaged model (`Averaged`, same interval). "
         "Throughput: examples / wall-clock seconds of the whole run (learning, state "
         f"transfers, merges), median of {settings['repeats']} runs, the two merges "
-        "alternating; merge ms: the coordinator's wall-clock time per merge from the last "
-        "worker's answer to the merged model loaded (serial: aligning and averaging 45 DoS "
-        "pairs per worker; parallel: loading the mean), median over the runs; coordinator "
+        "alternating; merge ms: the coordinator's time per merge from the last worker's answer "
+        "to the merged model loaded (serial: aligning and averaging 45 DoS pairs per worker; "
+        "parallel: loading the mean), wall-clock and CPU (the coordinator process's, which "
+        "a busy machine inflates less), median over the runs; coordinator "
         "CPU s: the coordinator process's CPU time over the whole run (pickling the states "
         "it sends and receives, merging).",
         "",
-        "| interval | workers k | merge | examples/s | speed-up vs k = 1 | merge ms (coordinator)"
-        " | coordinator CPU s | test error | vs single learner | single learner, "
-        "time-averaged |",
-        "|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|",
+        "| interval | workers k | merge | examples/s | speed-up vs k = 1 | merge ms "
+        "(coordinator, wall) | merge ms (coordinator, CPU) | coordinator CPU s | test error "
+        "| vs single learner | single learner, time-averaged |",
+        "|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         single = next(r for r in rows if r["workers"] == 1 and r["interval"] == row["interval"])
@@ -351,8 +365,9 @@ def render(result: dict) -> str:
             f"| {row['interval']:,} | {row['workers']} | {row.get('merge', 'serial')} | "
             f"{row['examples_per_s']:,.0f} | "
             f"{row['examples_per_s'] / single['examples_per_s']:.2f}x | "
-            f"{row.get('merge_ms_per_merge', float('nan')):.1f} | "
-            f"{row.get('coordinator_cpu_s', float('nan')):.2f} | "
+            f"{row.get('merge_ms_per_merge', math.nan):.1f} | "
+            f"{row.get('merge_cpu_ms_per_merge', math.nan):.1f} | "
+            f"{row.get('coordinator_cpu_s', math.nan):.2f} | "
             f"{100 * row['test_error']:.2f}% | "
             f"{100 * (row['test_error'] - single['test_error']):+.2f} points | "
             f"{100 * row['single_averaged_error']:.2f}% |"

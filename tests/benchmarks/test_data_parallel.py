@@ -15,7 +15,7 @@ def test_the_tree_of_processes_is_the_in_process_parallel_merge_bit_for_bit(n_wo
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((130, 6)), rng.integers(0, 3, 130)
     model = OneVsOne(base=DoSClassifier(n_features=6, rank=2), classes=[0, 1, 2])
-    mine, _, merging, _ = data_parallel.run_processes(model, X, y, n_workers, 40, "parallel")
+    mine, _, merging, _, _ = data_parallel.run_processes(model, X, y, n_workers, 40, "parallel")
     reference = DataParallel(model, n_workers, 40, merge="parallel")
     reference.learn_many(X, y)
     assert reference.n_merges_ == 3 and merging > 0
