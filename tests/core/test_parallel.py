@@ -235,3 +235,19 @@ def test_parallel_merge_refuses_what_it_cannot_merge():
         align_to(start.get_state(), start.get_state(), method="none")
     with pytest.raises(ValueError, match="out"):
         align_to(start.get_state(), start.get_state(), out=np.empty(3))
+
+
+def test_parallel_merge_of_float32_models_keeps_their_dtype():
+    """float32 pairs are aligned in float64 (the streamed kernels) and stored back as float32."""
+    wide = DoSClassifier(n_features=5, rank=2, seed=11)
+    narrow = DoSClassifier(n_features=5, rank=2, seed=11, dtype="float32")
+    reference, states, X = workers_from(wide, 2)
+    reference32, states32, _ = workers_from(narrow, 2)
+    merged = merge_to_reference(states32, reference32)
+    assert merged["arrays"]["U_"].dtype == np.float32
+    np.testing.assert_allclose(
+        scores(narrow, merged, X),
+        scores(wide, merge_to_reference(states, reference), X),
+        rtol=1e-4,
+        atol=1e-4,
+    )
