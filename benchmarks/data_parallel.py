@@ -21,6 +21,11 @@ bit, checked in the quick mode).
 
     python -m benchmarks.data_parallel            # writes docs/data_parallel.md (+ .json)
     python -m benchmarks.data_parallel --quick    # seconds, prints only
+    python -m benchmarks.data_parallel --accuracy --examples 120000 --intervals 10000 40000
+
+``--accuracy`` compares only the test error of the two merges, in one process
+(``DataParallel``, the processes' result bit for bit), on a longer stream; it writes its
+own section of docs/data_parallel.md (+ data_parallel_accuracy.json).
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 COMMAND = "python -m benchmarks.data_parallel"
 BEGIN, END = "<!-- data-parallel:begin -->", "<!-- data-parallel:end -->"
+ACCURACY_BEGIN = "<!-- data-parallel-accuracy:begin -->"
+ACCURACY_END = "<!-- data-parallel-accuracy:end -->"
 HEADER = "# Data-parallel learning of one model\n"
 
 #: the stream, set before the workers are forked (they read their shares from it)
@@ -376,6 +383,54 @@ def render(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def accuracy(args) -> dict:
+    """Test error of the serial fold's and the parallel merge's models, in one process."""
+    (source_images, source_labels), (test_images, test_labels) = mnist_split()
+    X, y = DeformationStream(source_images, source_labels, seed=0).take(args.examples)
+    model = template(args.rank)
+    rows = []
+    for interval in args.intervals:
+        for k in (k for k in args.workers if k > 1):
+            row = {"interval": interval, "workers": k}
+            for mode in ("serial", "parallel"):
+                parallel = DataParallel(model, k, interval, merge=mode)
+                parallel.learn_many(X, y)
+                row[mode] = error(parallel.model_, test_images, test_labels)
+            rows.append(row)
+            print(row, flush=True)
+    return {
+        "environment": {
+            **environment(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        },
+        "settings": vars(args),
+        "rows": rows,
+    }
+
+
+def render_accuracy(result: dict) -> str:
+    env, settings = result["environment"], result["settings"]
+    lines = [
+        "## Test error of the two merges on a longer stream",
+        "",
+        f"Written by `{result.get('command', COMMAND)}` on {env['date']} (commit "
+        f"{env['commit']}). The same model and stream, {settings['examples']:,} examples, "
+        "learned by `DataParallel` in one process (the processes' result, bit for bit) with "
+        "each merge; test error on the 2,000 clean MNIST test digits.",
+        "",
+        "| interval | workers k | serial fold | parallel merge | parallel - serial |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['interval']:,} | {row['workers']} | {100 * row['serial']:.2f}% | "
+            f"{100 * row['parallel']:.2f}% | "
+            f"{100 * (row['parallel'] - row['serial']):+.2f} points |"
+        )
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=40_000)
@@ -384,13 +439,32 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="tiny runs, print only")
+    parser.add_argument(
+        "--accuracy", action="store_true", help="only the test error of both merges, in-process"
+    )
     args = parser.parse_args(argv)
+    command = " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)])
     if args.quick:
         args.examples, args.intervals, args.rank = 1200, [400], 2
         args.workers, args.repeats = [1, 2, 3], 1
         check_reference(args)
+    if args.accuracy or args.quick:
+        result = accuracy(args)
+        result["command"] = command
+        if args.quick:
+            print(render_accuracy(result))
+        else:
+            (DOCS / "data_parallel_accuracy.json").write_text(json.dumps(result, indent=1) + "\n")
+            replace_section(
+                DOCS / "data_parallel.md",
+                ACCURACY_BEGIN,
+                ACCURACY_END,
+                render_accuracy(result),
+                HEADER,
+            )
+            return 0
     result = measure(args)
-    result["command"] = " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)])
+    result["command"] = command
     if not args.quick:
         (DOCS / "data_parallel.json").write_text(json.dumps(result, indent=1) + "\n")
         replace_section(DOCS / "data_parallel.md", BEGIN, END, render(result), HEADER)
