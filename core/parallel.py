@@ -31,7 +31,7 @@ serial fold's references (the running averages) are ``R + O(delta)`` as well, so
 merges agree to first order in the drift and differ by second-order terms (measured:
 ``docs/data_parallel.md``). What the reference is not needed for is the boost: each state's
 min-norm form does not depend on it. A reference pair that is the zero classifier (a zero
-start, ``U = +-V``: its min-norm form is zero, the limit of eq 16) or whose min-norm form is
+start, or ``U = +-V``: its min-norm form is zero, the limit of eq 16) or whose min-norm form is
 orthogonal to the worker's fixes no rotation: the rotation is then the identity (the
 common start's basis), defined here rather than left to the SVD of a zero matrix.
 """
