@@ -492,6 +492,41 @@ def aligned_average(previous, new, m: int):
     return running_mean(U1, rotations[0] @ U2, m), running_mean(V1, rotations[1] @ V2, m)
 
 
+def aligned_mean_to_reference(reference, pairs):
+    """The parallel merge of DoS pairs (``core.parallel.merge_to_reference``) by another
+    route: eq (16) as the paper writes it (artanh), the boost of eqs (13-14), Procrustes
+    (eqs 26-27) onto the reference's min-norm form by an SVD (the identity when the
+    cross-covariance is zero), then the plain mean of the aligned pairs."""
+
+    def paper_min_norm(U, V):
+        total = float(np.sum(U * U) + np.sum(V * V))
+        if total == 0.0:
+            return U * 0.0, V * 0.0
+        ratio = 2.0 * float(np.sum(U * V)) / total
+        if abs(ratio) >= 1.0:  # the zero classifier U = +-V: the limit is zero
+            return U * 0.0, V * 0.0
+        phi = 0.5 * math.atanh(ratio)
+        c, s = math.cosh(phi), math.sinh(phi)
+        return U * c - V * s, V * c - U * s
+
+    def rotation(A, B):
+        C = B @ A.T
+        if not np.any(C):
+            return np.eye(A.shape[0])
+        W, _, Zt = np.linalg.svd(C)
+        return W @ Zt
+
+    U1, V1 = paper_min_norm(*reference)
+    aligned = []
+    for pair in pairs:
+        U2, V2 = paper_min_norm(*pair)
+        aligned.append((rotation(U2, U1) @ U2, rotation(V2, V1) @ V2))
+    return (
+        sum(U for U, _ in aligned) / len(aligned),
+        sum(V for _, V in aligned) / len(aligned),
+    )
+
+
 def platt_online(scores, positives, memory: int, ridge: float = 1.0):
     """Online Platt scaling written as a 2 x 2 Newton step per example with numpy's solve:
     returns (a, b) after the stream (the kernel's recursion, by matrices)."""

@@ -149,3 +149,30 @@ def _fold_min_norm(U, V, a, b, out_u, out_v):
         for i in range(r):
             out_u[i, j] = u[i]
             out_v[i, j] = v[i]
+
+
+@numba.njit(**NJIT_OPTIONS)
+def _align_rotate(U, V, a, b, omega_t, lam_t, out_u, out_v):
+    """The min-norm form of (U, V) rotated, (omega U', lam V') (eqs 15-16 and 26-27; the
+    rotations given transposed, C order), column by column into (out_u, out_v): the
+    per-worker part of the parallel merge (``core.parallel.align_to``)."""
+    r = U.shape[0]
+    u = np.empty(r)
+    v = np.empty(r)
+    ru = np.empty(r)
+    rv = np.empty(r)
+    for j in range(U.shape[1]):
+        _fold_column(U, V, j, a, b, u, v)
+        ru[:] = 0.0
+        rv[:] = 0.0
+        for k in range(r):
+            x = u[k]
+            for i in range(r):
+                ru[i] += omega_t[k, i] * x
+        for k in range(r):
+            x = v[k]
+            for i in range(r):
+                rv[i] += lam_t[k, i] * x
+        for i in range(r):
+            out_u[i, j] = ru[i]
+            out_v[i, j] = rv[i]
