@@ -9,10 +9,10 @@ gauges by the mode ``service.ops.metrics`` declares for them) and labels the res
 of that role (the api processes' ``feedback_examples_total`` counts what they logged, the
 learner's what it learned; ``model_version`` is the version every api process serves, and
 the learner's). The series of models this process does not hold (deleted: a file keeps a
-removed series) are left out, ``snapshot_age_seconds`` (a function of the time, in the
-learner) is computed from the learner's
-``snapshot_last_success_timestamp_seconds``, and the process metrics
-(``process_*``) are read from ``/proc`` for each live process, labelled with its ``pid``.
+removed series) are left out; ``snapshot_age_seconds`` (a function of the time, in the
+learner) is computed from the learner's ``snapshot_last_success_timestamp_seconds``; the
+settings in ``ONCE`` are one series; the process metrics (``process_*``) are read from
+``/proc`` for each live process, labelled with its ``pid``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.samples import Sample
 
 ROLES = ("api", "learner")
+#: settings every process exports alike: one series, without ``process`` (the alert rules
+#: match them ``on (job, instance)``, which a series per role would make ambiguous)
+ONCE = ("lorentztron_snapshot_interval_seconds",)
 _PID = re.compile(r"_(\d+)\.db$")
 
 
@@ -85,6 +88,8 @@ def registry(models: set[str], build_info) -> CollectorRegistry:
             for metric in _Relabelled(collector, {**labels, "pid": str(pid)}).collect():
                 merged.setdefault(metric.name, []).append(metric)
     _snapshot_ages(merged)
+    for name in ONCE:
+        _once(merged.get(name))
     result = CollectorRegistry()
     result.register(_Fixed([m for group in merged.values() for m in _join(group)]))
     result.register(build_info)
@@ -99,15 +104,29 @@ def _join(metrics: list) -> list:
     return [first]
 
 
+def _once(metrics: list | None) -> None:
+    if metrics:
+        first = metrics[0]
+        first.samples = [
+            s._replace(labels={k: v for k, v in s.labels.items() if k != "process"})
+            for s in first.samples[:1]
+        ]
+        for other in metrics[1:]:
+            other.samples = []
+
+
 def _snapshot_ages(merged: dict) -> None:
     """Each model's snapshot age, now, from the time of its last snapshot (the files hold
-    no function of the time)."""
+    no function of the time); none for the api processes, which write no snapshot after a
+    model's first (one process answers the ``role!="api"`` of the alert rules alone)."""
     ages = merged.get("lorentztron_snapshot_age_seconds")
     times = merged.get("lorentztron_snapshot_last_success_timestamp_seconds")
     if not ages:
         return
     now = time.time()
-    snapshots = [s for metric in times or [] for s in metric.samples]
+    snapshots = [
+        s for metric in times or [] for s in metric.samples if s.labels.get("process") != "api"
+    ]
     for metric in ages:
         metric.samples = [
             Sample("lorentztron_snapshot_age_seconds", s.labels, now - s.value) for s in snapshots

@@ -186,10 +186,13 @@ class Supervisor:
             self.port,
         )
         for child in self.children:
-            child.start((fd,))
+            child.start(self._fds(child))
+
+    def _fds(self, child: Child) -> tuple[int, ...]:
+        """The listening socket, for the api processes only."""
+        return (self.socket.fileno(),) if child.role == "api" else ()
 
     def _watch(self) -> None:
-        fd = self.socket.fileno()
         while not self.stopping.wait(0.1):
             now = time.monotonic()
             for child in self.children:
@@ -199,7 +202,7 @@ class Supervisor:
                         # a test's failpoints stop the first run of each child; what
                         # replaces it runs clean (service.ops.failpoints)
                         child.env.pop("LORENTZTRON_FAILPOINTS", None)
-                        child.start((fd,))
+                        child.start(self._fds(child))
                     continue
                 status = child.died()
                 if status is None:

@@ -40,6 +40,7 @@ def test_every_process_reaches_the_scrape_labelled_by_role(monkeypatch, tmp_path
         metrics.model_version.labels("m").set(version)
         metrics.pending.set(pending)
     metrics.model_version.labels("deleted").set(9)  # a series a file keeps after removal
+    metrics.snapshot_time.labels("m").set(time.time())  # an api process's first snapshot
     learner = as_process(monkeypatch, tmp_path, "learner", 1)
     learner.model_version.labels("m").set(6)
     learner.snapshot_time.labels("m").set(time.time() - 10)
@@ -67,6 +68,8 @@ def test_every_process_reaches_the_scrape_labelled_by_role(monkeypatch, tmp_path
     assert 10 <= age < 60
     assert not [k for k in found if k[0] == "lorentztron_snapshot_age_seconds" and
                 ("process", "api") in k[1]]  # fmt: skip
+    intervals = [k for k in found if k[0] == "lorentztron_snapshot_interval_seconds"]
+    assert intervals == [("lorentztron_snapshot_interval_seconds", ())]  # one, as in rules.yml
     pids = {dict(k[1])["pid"] for k in found if k[0] == "process_resident_memory_bytes"}
     assert pids == {str(os.getpid()), str(os.getppid()), "1"}
     assert ("lorentztron_build_info", ()) not in found  # (it has labels: the versions)
