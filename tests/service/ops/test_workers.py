@@ -104,8 +104,10 @@ def test_sigkill_of_a_worker_and_sigterm_of_all(redis_server, tmp_path):
     keyed feedback is stopped by a failpoint after Redis ran its append and before the
     reply is read, then SIGKILLed: the request is retried with the same key (answered as
     the first, logged once), the port answers throughout (the other process) and the
-    killed one is replaced. SIGTERM to the supervisor then stops every process, and
-    the learner's last snapshot holds every logged example."""
+    killed one is replaced. Then a request is held the same way in the other api process
+    and the supervisor SIGTERMed: the held request is answered (the process is told to
+    stop while it is stopped, then continued), every process stops, the learner releases
+    its lease, and its last snapshot holds every logged example."""
     env = {
         "LORENTZTRON_REDIS_URL": redis_server.url,
         "LORENTZTRON_REDIS_PREFIX": PREFIX,
@@ -190,21 +192,55 @@ def test_sigkill_of_a_worker_and_sigterm_of_all(redis_server, tmp_path):
             r'^lorentztron_model_version\{model="m",process="learner"\}', metrics, re.M
         )
 
-        # SIGTERM: every process stops, the learner snapshots what it learned
+        # SIGTERM while an api process holds a request: the other original one still has
+        # its failpoint, so keyed feedback goes on until a request stops in it
+        answers: dict[str, httpx.Response] = {}
+        for i in range(2, 40):
+            inside = threading.Thread(target=post_keyed, args=(server.url, f"k{i}", answers))
+            inside.start()
+            wait_for(
+                lambda t=inside: not t.is_alive() or any(stopped(p) for p in children(supervisor)),
+                timeout=20,
+            )
+            if inside.is_alive():
+                break
+        (holding,) = [p for p in children(supervisor) if stopped(p)]
         server.process.send_signal(signal.SIGTERM)
+        wait_for(lambda: pending(holding, signal.SIGTERM), timeout=20)  # told to stop
+        os.kill(holding, signal.SIGCONT)
+        inside.join(timeout=30)
+        assert answers[f"k{i}"].status_code == 200  # answered before its process stopped
         assert server.process.wait(timeout=60) == 0
         assert not Path(f"/proc/{supervisor}/task").exists()
         server._forget()
+        assert client.get(keys.lease("m")) is None  # the learner let its model go
 
         records = [decode_keyed(f[b"r"]) for _, f in client.xrange(keys.log("m"))]
-        assert sum(1 for r in records if r[3] is not None and r[3].key == "k1") == 1
-        assert len(records) >= acknowledged  # nothing acknowledged lost
+        logged = [r[3].key for r in records if r[3] is not None]
+        assert sorted(logged) == sorted(f"k{n}" for n in range(1, i + 1))  # each once
+        assert len(records) >= acknowledged + i - 1  # nothing acknowledged lost
         latest = int(client.get(keys.latest("m")))
         header, _ = decode(client.get(keys.snapshot("m", latest)))
-        assert header["version"] == len(records)
+        assert header["version"] == len(records)  # the learner's last snapshot: all of it
     finally:
         if traffic is not None:
             traffic.stop()
         if server.process is not None:
             server.kill()
         client.close()
+
+
+def post_keyed(url: str, key: str, answers: dict) -> None:
+    answers[key] = httpx.post(
+        f"{url}/v1/models/m/feedback", json=EXAMPLE, headers={"Idempotency-Key": key}, timeout=60
+    )
+
+
+def pending(pid: int, signum: int) -> bool:
+    """``signum`` is pending for the process (``/proc``: sent, not yet handled)."""
+    status = Path(f"/proc/{pid}/status")
+    assert status.exists(), f"process {pid} was killed, not told to stop"
+    for line in status.read_text().splitlines():
+        if line.startswith(("ShdPnd:", "SigPnd:")) and int(line.split()[1], 16) >> (signum - 1) & 1:
+            return True
+    return False
