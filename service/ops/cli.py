@@ -199,7 +199,7 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="start the HTTP service",
         description="Start the HTTP service (uvicorn). Every setting is a LORENTZTRON_* "
-        "environment variable; --host and --port override two of them.",
+        "environment variable; --host, --port and --workers override three of them.",
         formatter_class=raw,
         epilog=settings_help(),
     )
