@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     #: predictions from published versions and appends feedback to the log; needs Redis) or
     #: ``learner`` (any number: each learns the models whose lease it holds, publishes them).
     role: Literal["all", "api", "learner"] = "all"
+    #: ``lorentztron serve``: HTTP processes sharing the port (``--workers``). Above 1 the
+    #: processes are api replicas (and, for the ``all`` role, one learner beside them) over
+    #: Redis, under one supervising process: it needs ``REDIS_URL`` (``service.ops.workers``).
+    workers: int = Field(1, ge=1, le=256)
     #: Append every accepted feedback batch to a durable log before acknowledging it, and
     #: replay the log after the latest snapshot on start-up.
     feedback_log: bool = True

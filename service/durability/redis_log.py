@@ -208,6 +208,7 @@ class RedisLog:
             else:
                 reply = self._append_once_script(keys=keys, args=args)
             failpoints.reach("redis_log.appended")
+            failpoints.reach("redis_log.keyed_appended")
         except LogUnavailable:
             raise
         except Exception as error:

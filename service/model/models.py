@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -86,14 +87,34 @@ class Models:
         self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
         #: the api role serves published versions and never writes a snapshot
         self.writes_snapshots = settings.role != "api"
+        #: one restore of a model another process created at a time (``discover``, ``get``)
+        self._discovering = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
     def get(self, name: str) -> LiveModel:
         """The serving model of this name; NotFound otherwise."""
         live = self.registry.get(name)
+        if live is None and not self.writes_snapshots:
+            live = self._created_elsewhere(name)
         if live is None or not live.lifecycle.serving:
             raise NotFound("model_not_found", f"no model named {name!r}")
         return live
+
+    def _created_elsewhere(self, name: str) -> LiveModel | None:
+        """Api role: a model another process created since this one's last poll, restored
+        now, so that a model created through one replica (one worker of ``serve --workers``
+        behind one port) answers at once through the others. None if there is none."""
+        with self._discovering:
+            live = self.registry.get(name)
+            if live is not None:
+                return live
+            try:
+                if self.store.incarnation(name) is None or name not in self.store.models():
+                    return None
+                return self._restore(name)
+            except Exception as error:  # the store: the poll tries again
+                log.warning("could not look model %s up: %s", name, error)
+                return None
 
     def serving(self) -> list[LiveModel]:
         """Every serving model, by name."""
@@ -481,8 +502,9 @@ class Models:
                 self._drop(live)
                 log.info("model %s was deleted elsewhere", live.name)
         for name in names:
-            if self.registry.get(name) is None:
-                self._restore(name)
+            with self._discovering:
+                if self.registry.get(name) is None:
+                    self._restore(name)
 
     def own(self, name: str, fence: str) -> LiveModel | None:
         """A learner took the model's lease ``fence``: the model restored here (snapshot +

@@ -201,12 +201,18 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="start the HTTP service",
         description="Start the HTTP service (uvicorn). Every setting is a LORENTZTRON_* "
-        "environment variable; --host and --port override two of them.",
+        "environment variable; --host, --port and --workers override three of them.",
         formatter_class=raw,
         epilog=settings_help(),
     )
     serve.add_argument("--host", help="address to listen on (LORENTZTRON_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (LORENTZTRON_PORT)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="HTTP processes sharing the port (LORENTZTRON_WORKERS); above 1: api processes "
+        "and a learner over Redis (LORENTZTRON_REDIS_URL), supervised by this one",
+    )
 
     learn = commands.add_parser(
         "learn",
@@ -429,7 +435,16 @@ def uvicorn_options(settings, host: str | None = None, port: int | None = None) 
 
 
 def serve(args) -> None:
+    if args.workers is not None:
+        if args.workers < 1:
+            raise ConfigurationError(f"--workers {args.workers}: at least 1")
+        os.environ["LORENTZTRON_WORKERS"] = str(args.workers)
     settings = load_settings()
+    if settings.workers > 1:
+        from service.ops import workers
+
+        workers.supervise(settings, args.host, args.port)
+        return
     configure_process(settings)
     uvicorn.run("service.main:create_app", **uvicorn_options(settings, args.host, args.port))
 

@@ -24,6 +24,7 @@ import threading
 POINTS = {
     "feedback.answer": "a feedback request is learned and durable, not yet answered",
     "redis_log.appended": "a Redis log append or keyed append ran, its reply not yet read",
+    "redis_log.keyed_appended": "a keyed Redis log append ran, its reply not yet read",
 }
 
 

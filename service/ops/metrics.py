@@ -11,10 +11,10 @@ import platform
 import time
 
 import numba
+import prometheus_client
 from prometheus_client import (
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     Info,
     PlatformCollector,
@@ -24,6 +24,24 @@ from prometheus_client import (
 
 from core import __version__
 from service.config import Settings
+
+#: how the processes of ``serve --workers N`` (one role's) merge a gauge
+#: (``service.ops.multiprocess``): the value last set by a live process, unless named here
+GAUGE_MODES = {
+    "lorentztron_models": "livemax",
+    "lorentztron_model_version": "livemin",  # the version every process serves
+    "lorentztron_pending_predictions": "livesum",
+    "lorentztron_pending_predictions_bytes": "livesum",
+    "lorentztron_snapshot_store_up": "livemin",
+    "lorentztron_start_time_seconds": "livemin",
+}
+
+
+def Gauge(name: str, *args, **kwargs) -> prometheus_client.Gauge:  # noqa: N802
+    """A gauge with its multiprocess mode (``GAUGE_MODES``; ignored in one process)."""
+    mode = GAUGE_MODES.get(name, "livemostrecent")
+    return prometheus_client.Gauge(name, *args, multiprocess_mode=mode, **kwargs)
+
 
 # no `*_created` series: a timestamp per counter and histogram child, which doubles the
 # series Prometheus stores and which no dashboard or rule reads (process-wide setting)

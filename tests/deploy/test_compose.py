@@ -6,6 +6,7 @@ settings fail fast, the service's environment is made of real settings with vali
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
 import tomllib
@@ -18,6 +19,7 @@ from benchmarks.servers import RedisServer, ServiceProcess
 from service.config import Settings
 from service.main import warm_up
 from tests.deploy.conftest import DEPLOY, ROOT
+from tests.system import require_program
 
 COMPOSE = ROOT / "docker-compose.yml"
 PREFIX = "LORENTZTRON_"
@@ -46,8 +48,9 @@ def interpolate(value: str, env: dict[str, str]) -> str:
 
 def test_services(compose):
     services = compose["services"]
-    assert set(services) == BUILT | {"redis", "prometheus", "grafana"}
+    assert set(services) == BUILT | {"redis", "prometheus", "grafana", "balancer"}
     assert services["learner"]["profiles"] == ["roles"] == services["api"]["profiles"]
+    assert services["balancer"]["profiles"] == ["roles"]
     assert services["api"]["deploy"]["replicas"] == 2
     for name in ("lorentztron", "redis", "prometheus", "grafana"):
         assert "profiles" not in services[name]  # the default stack
@@ -127,12 +130,35 @@ def test_environment_is_made_of_real_settings(compose, monkeypatch):
         assert settings.redis_url == "redis://redis:6379/0"
         assert settings.write_keys == ["k1", "k2"] and settings.read_keys == []
         assert settings.role == {"lorentztron": "all"}.get(name, name)
+        assert settings.workers == 1  # the all-in-one: LORENTZTRON_WORKERS when set
         for variable in variables:
             monkeypatch.delenv(variable)
     services = compose["services"]
     roles_prefix = services["learner"]["environment"][PREFIX + "REDIS_PREFIX"]
     assert services["api"]["environment"][PREFIX + "REDIS_PREFIX"] == roles_prefix
     assert roles_prefix != Settings.model_fields["redis_prefix"].default  # apart from `all`
+
+
+def test_the_roles_profile_is_one_port_behind_the_balancer(compose):
+    """The api replicas publish nothing; HAProxy (deploy/haproxy, a configuration Debian's
+    haproxy accepts) publishes one port and spreads requests over every replica of ``api``
+    that Docker's DNS names, up to more slots than the profile has replicas."""
+    services = compose["services"]
+    balancer = services["balancer"]
+    assert "ports" not in services["api"] and "ports" not in services["learner"]
+    assert balancer["ports"] == ["127.0.0.1:8001:8000"]
+    assert "./deploy/haproxy:/usr/local/etc/haproxy:ro" in balancer["volumes"]
+    assert balancer["depends_on"] == {"api": {"condition": "service_healthy"}}
+    config = DEPLOY / "haproxy" / "haproxy.cfg"
+    text = config.read_text()
+    port = services["api"]["environment"][PREFIX + "PORT"]
+    slots = re.search(rf"server-template api (\d+) api:{port} check", text)
+    assert slots and int(slots.group(1)) > services["api"]["deploy"]["replicas"]
+    assert "bind :8000" in text and "option httpchk GET /readyz" in text
+    assert "retry-on conn-failure" in text  # never a request the service may have read
+    haproxy = require_program("haproxy", "haproxy")
+    checked = subprocess.run([haproxy, "-c", "-f", str(config)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_required_settings_fail_fast(compose):

@@ -5,6 +5,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.http.deps import App
+from service.ops import multiprocess
 
 router = APIRouter(tags=["health"])
 
@@ -50,6 +51,11 @@ def readyz(app: App) -> Response:
 def metrics(app: App) -> Response:
     """Prometheus metrics."""
     app.metrics.observe_cache(app.cache)
-    for live in app.models.serving():
+    serving = app.models.serving()
+    for live in serving:
         app.metrics.observe_model(live)
-    return Response(generate_latest(app.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    registry = app.metrics.registry
+    if multiprocess.enabled():  # serve --workers N: every worker's, from their files
+        names = {live.name for live in serving}
+        registry = multiprocess.registry(names, app.metrics.build_info)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

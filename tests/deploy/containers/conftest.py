@@ -21,7 +21,7 @@ from tests.deploy.containers.images import (
 )
 
 #: services of the compose file run by the stand-in of the same name
-STANDIN_SERVICES = ("redis", "prometheus")
+STANDIN_SERVICES = ("redis", "prometheus", "balancer")
 
 
 @dataclass
