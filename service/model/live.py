@@ -676,7 +676,10 @@ class LiveModel:
     def _load(
         self, snapshot: dict, estimator_written: bool = False, built: Estimator | None = None
     ) -> None:
-        """A snapshot's state (``state.load``; writer lock held): every row changed since."""
+        """A snapshot's state (``state.load``; writer lock held): every row changed since
+        (and, unless its estimator was ``built`` aside, the standby is not a copy any more)."""
+        if built is None:
+            self._standby = None
         created_at = state.load(self, snapshot, estimator_written, built)
         if created_at is not None:
             self.created_at = created_at
