@@ -621,7 +621,7 @@ class LiveModel:
         of the serving estimator, swapped in (``_swap_in``), then into the estimator served
         until then, which is the standby of the next version."""
         standby = self._standby_estimator(synced=True)
-        scalars = state.estimator_scalars(snapshot)
+        scalars = state.estimator_part(snapshot)["scalars"]
         try:
             write(standby)  # (a promotion is published whole, never a delta)
             standby.set_scalars(scalars)

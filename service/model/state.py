@@ -86,19 +86,15 @@ def load(
     return service.get(capture.MODEL, {}).get("scalars", {}).get("created_at")
 
 
-def estimator_scalars(snapshot: dict) -> dict:
-    """The serving estimator's scalars in a snapshot state."""
-    return capture.split_service(snapshot)[0]["scalars"]
-
-
 def estimator_part(snapshot: dict) -> dict:
     """The serving estimator's state in a snapshot state (``Estimator.set_state``'s)."""
     return capture.split_service(snapshot)[0]
 
 
 class _Written(NamedTuple):
-    """How the serving estimator gets its state: its arrays written already (a delta), or
-    an estimator ``built`` aside for the member ``held`` (None: neither, ``set_state``)."""
+    """How the serving estimator gets its state: an estimator ``built`` aside for the member
+    ``held``, swapped in; else, with ``arrays``, its arrays written already by a delta (its
+    scalars loaded); else ``set_state``."""
 
     arrays: bool
     built: Estimator | None
