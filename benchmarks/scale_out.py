@@ -74,12 +74,21 @@ def freshness(args, tmp: Path) -> list[dict]:
                 "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
             ]  # fmt: skip
             before = follow(api_url, options, full=every == "1")
+            predictions: dict = {}
+            probe = threading.Thread(  # predictions beside the feedback, answered meanwhile
+                target=lambda found, url, extra: found.update(
+                    loadgen(url, "predict", args.freshness_duration, extra)
+                ),
+                args=(predictions, api_url, ["--rate", str(args.predict_rate), *options]),
+            )
+            probe.start()
             summary = loadgen(
                 api_url,
                 "feedback",
                 args.freshness_duration,
                 ["--rate", str(args.feedback_rate), *options],
             )
+            probe.join()
             time.sleep(3)  # the last publications land
             after = replica_figures(httpx.get(f"{api_url}/metrics").text)
         buckets, total, count, loads = since(after, before)
@@ -93,7 +102,11 @@ def freshness(args, tmp: Path) -> list[dict]:
                 "feedback_per_s": summary["throughput_rps"],
                 "requests": summary.get("requests"),
                 "errors": summary["errors"],
+                "error_kinds": summary.get("error_kinds"),
                 "p99_ms": summary["latency_ms"]["p99"],
+                "predict_per_s": predictions.get("throughput_rps"),
+                "predict_errors": predictions.get("errors"),
+                "predict_p99_ms": predictions.get("latency_ms", {}).get("p99"),
                 "versions_loaded": count,
                 "loads": loads,
                 "mean_s": total / count if count else None,
@@ -255,6 +268,12 @@ def takeover(args, tmp: Path) -> list[dict]:
     return rows
 
 
+def predicted(runs: list[dict]) -> str:
+    """The median predict p99 of runs that measured it, as a clause."""
+    found = [row["predict_p99_ms"] for row in runs if row.get("predict_p99_ms") is not None]
+    return f", predict p99 {statistics.median(found):.0f} ms" if found else ""
+
+
 def medians(rows: list[dict]) -> list[str]:
     """A line per publication measured more than once: the medians over its runs."""
     lines = []
@@ -270,7 +289,7 @@ def medians(rows: list[dict]) -> list[str]:
         lines += [
             "",
             f"Median of the {len(runs)} runs with {publication}: {median('feedback_per_s'):,.0f} "
-            f"feedback/s, feedback p99 {median('p99_ms'):.0f} ms, freshness mean "
+            f"feedback/s, feedback p99 {median('p99_ms'):.0f} ms{predicted(runs)}, freshness mean "
             f"{median('mean_s'):.3f} s, p99 <= {median('p99_le_s')} s (interpolated "
             f"{median('p99_s'):.2f} s), {100 * over:.1f}% of the versions over 1 s.",
         ]
@@ -302,7 +321,9 @@ def render(result: dict) -> str:
         f"One learner, one api replica, Redis (`appendfsync everysec`); single-example "
         f"feedback posted to the replica at {settings['feedback_rate']:,.0f} requests/s (open "
         f"loop, `python -m deploy.loadtest.loadgen --client raw`) for "
-        f"{settings['freshness_duration']:g} s; publication every 0.25 s, a full snapshot "
+        f"{settings['freshness_duration']:g} s, and predictions of one instance at "
+        f"{settings.get('predict_rate', 100):,.0f} requests/s beside them (the same load "
+        f"generator); publication every 0.25 s, a full snapshot "
         f"every {settings.get('full_every', 40)} publications with deltas. Freshness: the "
         "replica's `lorentztron_freshness_seconds` (per loaded version, the delay of its "
         "oldest new record; buckets of 0.1 s up to 2 s), counted from the end of a warm-up "
@@ -311,9 +332,9 @@ def render(result: dict) -> str:
         "quantiles as the upper bound of their bucket, and the p99 interpolated inside it.",
         "",
         "| model | publication | run (load average before / after) | feedback/s reached | "
-        "errors | feedback p99 ms | versions loaded (deltas / full) | mean s | p50 <= s | "
-        "p99 <= s | p99 s (interpolated) | versions over 1 s |",
-        "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "errors | feedback p99 ms | predict p99 ms | versions loaded (deltas / full) | mean s | "
+        "p50 <= s | p99 <= s | p99 s (interpolated) | versions over 1 s |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in result["freshness"]:
         loads = row["loads"]
@@ -323,12 +344,13 @@ def render(result: dict) -> str:
         )
         mean = f"{row['mean_s']:.3f}" if row["mean_s"] is not None else "-"
         p99 = f"{row['p99_s']:.2f}" if row.get("p99_s") is not None else "-"
+        predict = f"{row['predict_p99_ms']:.1f}" if row.get("predict_p99_ms") is not None else "-"
         run = "-"
         if "run" in row:
             run = f"{row['run'] + 1} ({row['load_before']} / {row['load_after']})"
         lines.append(
             f"| {row['model']} | {row['publication']} | {run} | {row['feedback_per_s']:,.0f} | "
-            f"{row['errors']} | {row['p99_ms']:.1f} | {loaded} | {mean} | "
+            f"{row['errors']} | {row['p99_ms']:.1f} | {predict} | {loaded} | {mean} | "
             f"{row['p50_le_s']} | {row['p99_le_s']} | {p99} | {row['over_1s']:.0f} |"
         )
     lines += medians(result["freshness"])
@@ -364,6 +386,9 @@ def main(argv=None) -> int:
     parser.add_argument("--parts", default="freshness,takeover")
     parser.add_argument("--feedback-rate", type=float, default=1000.0)
     parser.add_argument("--freshness-duration", type=float, default=40.0)
+    parser.add_argument(
+        "--predict-rate", type=float, default=100.0, help="predictions/s beside the feedback"
+    )
     parser.add_argument("--full-every", type=int, default=40, help="FULL_SNAPSHOT_EVERY")
     parser.add_argument("--deltas-only", action="store_true", help="skip whole versions")
     parser.add_argument("--freshness-repeats", type=int, default=1, help="runs of each")

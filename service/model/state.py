@@ -7,10 +7,11 @@ Called by ``service.model.live`` with the model's lock held.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from core.base import Estimator
 from service.durability import capture
 from service.durability.capture import Capture
 from service.durability.store import decode, encode
@@ -60,33 +61,58 @@ def _blob(live: LiveModel, member: Member) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.uint8)
 
 
-def load(live: LiveModel, snapshot: dict, estimator_written: bool = False) -> float | None:
+def load(
+    live: LiveModel,
+    snapshot: dict,
+    estimator_written: bool = False,
+    built: Estimator | None = None,
+) -> float | None:
     """Load a ``snapshot``'s state (writer lock held): the group and its members (each kept if
     its name and spec are the same, rebuilt otherwise), the serving member's estimator
     (unless ``estimator_written``: a delta wrote its arrays already, ``state`` gives its
-    scalars) and the keyed answers. Returns the model's creation time the snapshot holds
-    (None: none), for the model to keep."""
+    scalars; or ``built``: an estimator holding it already, built aside by an api replica,
+    swapped in if the serving member is kept) and the keyed answers. Returns the model's
+    creation time the snapshot holds (None: none), for the model to keep."""
     estimator_state, service = capture.split_service(snapshot)
     group = service.get(capture.GROUP)
+    written = _Written(estimator_written, built, live.champion)
     if group is None:  # (a snapshot of a model of one member)
-        _load_serving(live.champion, estimator_state, service, estimator_written)
+        _load_serving(live.champion, estimator_state, service, written)
     else:
         group_state = loads(group["arrays"]["state"])
-        _load_group(live, group_state, service, estimator_state, estimator_written)
+        _load_group(live, group_state, service, estimator_state, written)
     if capture.ANSWERS in service:
         live.answers.set_state(service[capture.ANSWERS]["arrays"]["table"])
     return service.get(capture.MODEL, {}).get("scalars", {}).get("created_at")
 
 
-def _load_serving(member: Member, estimator_state: dict, service: dict, written: bool) -> None:
-    if written:
+def estimator_part(snapshot: dict) -> dict:
+    """The serving estimator's state in a snapshot state (``Estimator.set_state``'s)."""
+    return capture.split_service(snapshot)[0]
+
+
+class _Written(NamedTuple):
+    """How the serving estimator gets its state: an estimator ``built`` aside for the member
+    ``held``, swapped in; else, with ``arrays``, its arrays written already by a delta (its
+    scalars loaded); else ``set_state``."""
+
+    arrays: bool
+    built: Estimator | None
+    held: Member
+
+
+def _load_serving(member: Member, estimator_state: dict, service: dict, written: _Written) -> None:
+    if written.built is not None and member is written.held:
+        member.swap(written.built)  # (checked and filled before the lock: one assignment)
+        member.set_service(service)
+    elif written.arrays:
         member.set_scalars(estimator_state["scalars"], service)
     else:
         member.set_state(estimator_state, service)
 
 
 def _load_group(
-    live: LiveModel, group_state: dict, service: dict, estimator_state: dict, written: bool
+    live: LiveModel, group_state: dict, service: dict, estimator_state: dict, written: _Written
 ) -> None:
     blobs = service.get(capture.MEMBERS, {}).get("arrays", {})
     members = {}

@@ -9,7 +9,10 @@ tests set: ``name=action`` pairs separated by commas, an action optionally follo
 - ``stop``: the process sends itself SIGSTOP where it is (the test sees it stopped in
   ``/proc``, then kills or resumes it);
 - ``raise``: ``FailpointError`` is raised there (as an unexpected error of the code around
-  it: a Redis call whose reply is lost, say).
+  it: a Redis call whose reply is lost, say);
+- ``hold``: the thread that reaches it creates the file ``<name>`` in the directory
+  ``LORENTZTRON_FAILPOINTS_DIR`` and waits there while the file exists (the rest of the
+  process runs on: the test sees the file, checks what it wants, then removes it).
 
 Unset (production), ``reach`` costs one truth test of an empty dict.
 """
@@ -19,13 +22,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 #: the places tests use (each named where it is reached)
 POINTS = {
     "feedback.answer": "a feedback request is learned and durable, not yet answered",
     "redis_log.appended": "a Redis log append or keyed append ran, its reply not yet read",
     "redis_log.keyed_appended": "a keyed Redis log append ran, its reply not yet read",
+    "replica.swap": "an api replica built a published version aside, not yet swapped in",
 }
+#: how often a held thread looks whether its file is still there, seconds
+HOLD_POLL = 0.01
 
 
 class FailpointError(RuntimeError):
@@ -38,7 +45,7 @@ def parse(text: str) -> dict[str, list]:
     for entry in filter(None, (part.strip() for part in text.split(","))):
         name, _, action = entry.partition("=")
         action, _, times = action.partition("*")
-        if name not in POINTS or action not in ("stop", "raise"):
+        if name not in POINTS or action not in ("stop", "raise", "hold"):
             raise ValueError(f"LORENTZTRON_FAILPOINTS: unknown failpoint or action {entry!r}")
         points[name] = [action, int(times) if times else None]
     return points
@@ -61,5 +68,11 @@ def reach(name: str) -> None:
         action = point[0]
     if action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "hold":
+        path = os.path.join(os.environ["LORENTZTRON_FAILPOINTS_DIR"], name)
+        with open(path, "w"):
+            pass
+        while os.path.exists(path):
+            time.sleep(HOLD_POLL)
     else:
         raise FailpointError(f"failpoint {name}")

@@ -4,7 +4,8 @@
     {prefix}:tombstones                       set of model names being deleted
     {prefix}:learners                         sorted set: learner id, its heartbeat deadline (ms)
     {prefix}:published                        pub/sub channel: "<model> <version>"
-    {prefix}:model:{<name>}:snapshot:{v}      the blob of version v
+    {prefix}:model:{<name>}:snapshot:{v}      the blob of version v (a string up to 1 MB,
+                                              else a list of its parts: redis_store)
     {prefix}:model:{<name>}:versions          sorted set: member v, score v
     {prefix}:model:{<name>}:latest            the latest version, as a decimal string
     {prefix}:model:{<name>}:delta:{v}         the delta of published version v (scale.deltas)

@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 
 from service.durability.feedback_log import decode_record
+from service.durability.redis_store import read_blob
 from service.durability.store import decode
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
@@ -121,7 +122,7 @@ def check_models(client, keys: RedisKeys, acknowledged: dict[str, list]) -> None
         assert not missing, (name, len(missing))
 
         latest = int(client.get(keys.latest(name)))
-        header, state = decode(client.get(keys.snapshot(name, latest)))
+        header, state = decode(read_blob(client, keys.snapshot(name, latest)))
         assert header["version"] == len(records)
         mine = replayed(name, header, records).estimator.get_state()["arrays"]
         assert set(mine) == set(state["arrays"])

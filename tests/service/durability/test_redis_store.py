@@ -69,34 +69,45 @@ def test_redis_writes_of_a_deleted_incarnation_are_refused(redis_server):
 
 
 def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
-    """A blob goes to Redis a chunk per command (other clients' commands run between them)
-    and comes back whole."""
+    """A blob goes to Redis a chunk per command (other clients' commands run between them),
+    a large one as a list of parts (no string grown or freed at once inside Redis), and
+    comes back whole; ``versions`` reads only a blob's header."""
     monkeypatch.setattr(redis_store, "UPLOAD_CHUNK", 400)
+    monkeypatch.setattr(redis_store, "PART", 100)
     store = RedisStore(redis_server.url, prefix="c")
     blob = bytes(encode("m", 1, DOS, trained_state()))
     assert len(blob) > 3 * 400
     store.save("m", 1, blob, retention=2)
     assert store.load("m") == blob
+    assert store.client.type(store.keys.snapshot("m", 1)) == b"list"
     assert store.client.keys("c:model:{m}:upload:*") == []
-    for size in (400, 800, 801):  # one chunk; whole chunks; a short last chunk
+    [meta] = store.versions("m")
+    assert meta.version == 1 and meta.size_bytes == len(blob)
+    for size in (400, 401, 800, 801):  # a string; parts: a short last one, whole ones
         store.save("m", 2, blob[:size], retention=2)
-        assert store.client.get(store.keys.snapshot("m", 2)) == blob[:size]
+        assert store.load("m", 2) == blob[:size]
+        kind = b"string" if size <= 400 else b"list"
+        assert store.client.type(store.keys.snapshot("m", 2)) == kind
+    store.client.set(store.keys.snapshot("m", 2), blob)  # a large blob written before lists
+    assert store.load("m", 2) == blob
+    assert sorted(meta.size_bytes for meta in store.versions("m")) == [len(blob)] * 2
     store.close()
 
 
 def test_an_interrupted_upload_expires(redis_server, monkeypatch):
     """An upload cut short (a learner killed mid-way) leaves a key that Redis drops."""
     monkeypatch.setattr(redis_store, "UPLOAD_CHUNK", 400)
+    monkeypatch.setattr(redis_store, "PART", 100)
     store = RedisStore(redis_server.url, prefix="c")
-    setrange, calls = store.client.setrange, []
+    rpush, calls = store.client.rpush, []
 
-    def cut_short(key, offset, value):
-        calls.append(offset)
+    def cut_short(key, *parts):
+        calls.append(len(parts))
         if len(calls) > 2:
             raise ConnectionError("killed")
-        return setrange(key, offset, value)
+        return rpush(key, *parts)
 
-    monkeypatch.setattr(store.client, "setrange", cut_short)
+    monkeypatch.setattr(store.client, "rpush", cut_short)
     with pytest.raises(ConnectionError):
         store.save("m", 1, bytes(encode("m", 1, DOS, trained_state())), retention=2)
     [upload] = store.client.keys("c:model:{m}:upload:*")

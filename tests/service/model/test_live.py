@@ -13,7 +13,8 @@ from service.durability.journal import Feedback
 from service.exceptions import InvalidRequest, ServiceError, Unavailable
 from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
-from service.model.spec import CreateModel
+from service.model.spec import CreateModel, spec_from_json, spec_to_json
+from service.scale import deltas
 
 
 def _live_with_log(tmp_path, **spec):
@@ -215,3 +216,61 @@ def test_a_keyed_retry_after_a_lost_reply_is_learned_once(tmp_path, between):
     assert not live.journal.uncertain
     with pytest.raises(InvalidRequest, match="another request"):  # the key, another body
         live.claim(key).replay(Key("once-1", "0" * 32))
+
+
+def _replica_pair():
+    """A learner's live model and a replica's of one spec (as snapshots hold it)."""
+    spec = CreateModel.model_validate(
+        {
+            "name": "m",
+            "kind": "dos",
+            "params": {"rank": 2, "seed": 3},
+            "input": {"n_features": 6},
+            "averaging": {"interval": 4},
+        }
+    )
+    spec = spec_from_json(spec_to_json(spec))
+    checked = plan(spec, Limits(1 << 20, 100, 50_000))
+    learner = LiveModel("m", spec, checked, metrics_window=10)
+    replica = LiveModel("m", spec, checked, metrics_window=10, learns=False)
+    return learner, replica
+
+
+def test_a_replica_builds_each_version_aside_and_swaps_it_in():
+    """A delta is written into a copy of the served estimator, never into the one that
+    predictions read; after the swap the replica holds the learner's state bit for bit,
+    version after version (averaging steps included), and the whole version too."""
+    learner, replica = _replica_pair()
+    axes = deltas.local_axes(learner.estimator, learner.n_features)
+    learner.track_changes()
+    rng = np.random.default_rng(4)
+    for _ in range(6):
+        rows = [(np.sort(rng.choice(6, 2, replace=False)), rng.standard_normal(2))]
+        learner.learn(batch_from_rows(rows), rng.integers(0, 2, size=1))
+        capture, arrays = learner.publication_state(
+            False, lambda live: deltas.gather(live.estimator, axes, live.take_changes(), None)
+        )
+        served = replica.estimator
+        before = state_digest(served.get_state())
+        written = []
+
+        def write(estimator, arrays=arrays, written=written, served=served, before=before):
+            written.append(estimator)
+            if len(written) == 1:  # the new version, built while the old one serves
+                assert replica.estimator is served
+                assert state_digest(served.get_state()) == before
+            deltas.apply(estimator, axes, arrays)
+
+        replica.load_delta(write, capture.state, learner.version, None)
+        assert written[0] is not served and written[1] is served  # (then the standby)
+        assert replica.estimator is written[0] and replica.version == learner.version
+        assert state_digest(replica.estimator.get_state()) == state_digest(
+            learner.estimator.get_state()
+        )
+    learner.learn(batch_from_rows([(np.array([1]), np.array([0.5]))]), np.array([1]))
+    served = replica.estimator
+    replica.load_version(learner.snapshot_state().state, learner.version, None)
+    assert replica.estimator is not served and replica.version == learner.version
+    assert state_digest(replica.estimator.get_state()) == state_digest(
+        learner.estimator.get_state()
+    )

@@ -147,6 +147,53 @@ def test_replicas_serve_every_member_the_learner_learns(tmp_path):
         redis_server.stop()
 
 
+@pytest.mark.parametrize("loaded", ["delta", "full"])
+def test_a_replica_answers_while_it_swaps_a_version_in(tmp_path, loaded):
+    """An api replica builds a published version aside (a delta, or a whole version) and
+    swaps it in: held just before the swap (failpoint ``replica.swap``), it answers
+    predictions at once from the version it serves; after the swap, from the new version
+    whole (the learner's scores at that version)."""
+    redis_server = RedisServer(tmp_path)
+    redis_server.start()
+    learner, [replica] = roles(redis_server.url, tmp_path, replicas=1)
+    learner.env["LORENTZTRON_FULL_SNAPSHOT_EVERY"] = "1" if loaded == "full" else "40"
+    replica.env["LORENTZTRON_FAILPOINTS"] = "replica.swap=hold*1"
+    replica.env["LORENTZTRON_FAILPOINTS_DIR"] = str(tmp_path)
+    held = tmp_path / "replica.swap"
+    rng = np.random.default_rng(2)
+    instances = {"instances": [{"x": rng.standard_normal(5).tolist()} for _ in range(4)]}
+
+    def predict(url) -> tuple[int, list]:
+        answer = httpx.post(f"{url}/v1/models/m/predict", json=instances, timeout=2).json()
+        return answer["version"], [p["score"] for p in answer["predictions"]]
+
+    try:
+        start_all((learner, replica))
+        assert httpx.post(f"{replica.url}/v1/models", json=SPEC).status_code == 201
+        wait_for(lambda: version(learner.url) == 0 and version(replica.url) == 0, timeout=30)
+        served = predict(replica.url)
+        X = rng.standard_normal((3, 5))
+        body = {"examples": [{"x": x.tolist(), "label": 1 if x[0] > 0 else -1} for x in X]}
+        assert httpx.post(f"{replica.url}/v1/models/m/feedback", json=body).status_code == 200
+        wait_for(held.exists, timeout=30)  # version 1 built aside, not yet served
+        wait_for(lambda: version(learner.url) == 1, timeout=30)
+        published = predict(learner.url)
+        assert published[0] == 1 and published[1] != served[1]
+        for _ in range(20):  # answered meanwhile (2-s timeout), from version 0 whole
+            assert predict(replica.url) == served
+        assert version(replica.url) == 0
+        held.unlink()
+        wait_for(lambda: version(replica.url) == 1, timeout=10)
+        assert predict(replica.url) == published
+        metrics = httpx.get(f"{replica.url}/metrics").text
+        count = re.search(rf'lorentztron_version_loads_total\{{kind="{loaded}"\}} (\S+)', metrics)
+        assert count and float(count.group(1)) >= 1
+    finally:
+        held.unlink(missing_ok=True)
+        stop_all((replica, learner))
+        redis_server.stop()
+
+
 def test_roles_need_redis():
     from service.config import Settings
     from service.main import create_app
