@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
@@ -35,8 +36,8 @@ from service.http.deps import App, Components, Read
 from service.http.errors import shown
 from service.http.openapi import errors
 from service.http.schemas import FiniteFloat, InferenceErrorResponse
-from service.http.threads import run_sync
-from service.model.live import LiveModel
+from service.http.threads import INLINE_BODY_BYTES, run_sync
+from service.model.live import INLINE_WORK, LiveModel
 from service.ops import tracing
 
 router = APIRouter(prefix="/v2", tags=["inference (V2)"])
@@ -47,6 +48,12 @@ INPUT_TYPES = {"FP32": "<f4", "FP64": "<f8"}
 HEADER_DIGITS = 18
 _BYTES = struct.Struct("<I")
 _INT64 = np.iinfo(np.int64)
+#: the output datatypes whose flat lists of these exact Python types are answered as they are
+_PLAIN = {"FP64": float, "INT64": int}
+#: their binary data: little-endian values (struct caches the compiled formats)
+_STRUCT = {"FP64": "<{}d", "INT64": "<{}q"}
+#: ``json.dumps(..., separators=(",", ":"))``, its encoder made once
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 #: JSON tensor data: numbers only (no strings, no booleans), finite; flat or one list per row
 _FLAT = TypeAdapter(list[FiniteFloat])
 _ROWS = TypeAdapter(list[list[FiniteFloat]])
@@ -219,7 +226,7 @@ def model_version_ready(name: str, version: str, app: App) -> dict:
 )
 async def infer(name: str, request: Request, app: App) -> Response:
     """Labels, scores and probabilities of a tensor of instances."""
-    return await _infer(app, name, None, request)
+    return response(await serve(app, name, None, request.headers, request.body))
 
 
 @router.post(
@@ -230,20 +237,58 @@ async def infer(name: str, request: Request, app: App) -> Response:
 )
 async def infer_version(name: str, version: str, request: Request, app: App) -> Response:
     """Labels, scores and probabilities of a tensor of instances (current version only)."""
-    return await _infer(app, name, version, request)
+    return response(await serve(app, name, version, request.headers, request.body))
 
 
-async def _infer(app: Components, name: str, version: str | None, request: Request):
-    with tracing.server("POST /v2/models/{name}/infer", request.headers, model=name):
-        body = await request.body()
-        length = request.headers.get(HEADER_LENGTH)
-        return await run_sync(app.executor, _answer, app, name, version, body, length)
+#: an answer to infer: its body and, for a body in the binary tensor data extension, the
+#: length of its JSON head (None: the body is JSON)
+Answer = tuple[bytes, int | None]
 
 
-def _answer(app, name, version, body: bytes, length: str | None) -> Response:
+def response(answer: Answer) -> Response:
+    """The HTTP response of an answer (the fast path sends the same bytes and headers)."""
+    body, head_length = answer
+    if head_length is None:
+        return Response(body, media_type="application/json")
+    return Response(
+        body,
+        media_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(head_length)},
+    )
+
+
+async def serve(
+    app: Components,
+    name: str,
+    version: str | None,
+    headers,
+    body: Callable[[], Awaitable[bytes]],
+) -> Answer:
+    """The answer to an infer request (FastAPI's routes and the fast path).
+
+    As ``/v1`` predict: a small request (``INLINE_BODY_BYTES``, ``INLINE_WORK``) of a model
+    that no learner holds or waits for is answered on the event loop; any other in a handler
+    thread, in one trip."""
+    with tracing.server("POST /v2/models/{name}/infer", headers, model=name):
+        data = await body()
+        length = headers.get(HEADER_LENGTH)
+        if len(data) <= INLINE_BODY_BYTES:
+            answer = _answer(app, name, version, data, length, blocking=False)
+            if answer is not None:
+                return answer
+        return await run_sync(app.executor, _answer, app, name, version, data, length)
+
+
+def _answer(app, name, version, body: bytes, length: str | None, blocking: bool = True):
+    """The answer to a request, or None if ``blocking`` is false and its scoring work is not
+    small or the model's lock is not free (then nothing was done: the caller asks again in a
+    thread)."""
     head, binary = _split(body, length)
     with app.models.use(name) as live:
         _model(app, name, version)
+        # the body's bytes bound the scoring work, as for /v1 predict
+        if not blocking and len(body) * live.plan.floats > INLINE_WORK * live.n_features:
+            return None
         X = _input(head, binary, live.n_features, app.settings.max_batch)
         parameters = _object(head.get("parameters"), "parameters")
         variant = parameters.get("variant")
@@ -256,7 +301,14 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
             batch = as_batch(X, live.n_features)
         except ValueError as error:
             raise _invalid(f"input: {error}") from None
-        labels, scores, probabilities = live.predict_batch(batch, variant, member)
+        if blocking:
+            labels, scores, probabilities = live.predict_batch(batch, variant, member)
+        else:
+            rows = [batch.row(i) for i in range(batch.n_rows)]
+            predicted = live.predict(rows, variant, False, member)
+            if predicted is None:
+                return None
+            labels, scores, probabilities = predicted[3:]
     app.metrics.predicted(name, len(labels))
     outputs = {
         "label": (_label_type(live), labels),
@@ -325,7 +377,7 @@ def _input(head: dict, binary: memoryview, n_features: int, max_batch: int) -> n
         values = np.frombuffer(binary[:size], dtype=dtype)
     else:
         values = _json_data(tensor.get("data"), shape, datatype)
-    return values.astype(np.float64).reshape(shape)
+    return values.astype(np.float64, copy=False).reshape(shape)
 
 
 def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
@@ -349,12 +401,13 @@ def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
         raise _invalid(f"input data: every row holds {shape[1]} numbers")
     with np.errstate(over="ignore"):
         array = np.array(values, dtype=INPUT_TYPES[datatype]).reshape(-1)
-    if not np.isfinite(array).all():  # (finite float64 values beyond FP32's range)
+    # (finite float64 values beyond FP32's range; FP64 keeps the finite values it was given)
+    if datatype != "FP64" and not np.isfinite(array).all():
         raise _invalid(f"input data: a value is beyond the range of {datatype}")
     return array
 
 
-def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
+def _response(head: dict, live: LiveModel, outputs: dict) -> Answer:
     """The outputs asked for (all by default), in JSON or binary as asked."""
     asked = head.get("outputs")
     everything_binary = _object(head.get("parameters"), "parameters").get("binary_data_output")
@@ -368,28 +421,35 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
         if not isinstance(name, str) or name not in outputs:
             raise _invalid(f"output {shown(name)}: this model gives {sorted(outputs)}")
         datatype, values = outputs[name]
-        array = _array(datatype, values)
-        entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}
         parameters = _object(output.get("parameters"), f"outputs.{name}.parameters")
         binary = parameters.get("binary_data", everything_binary) is True
+        plain = _PLAIN.get(datatype)
+        if plain is not None and all(type(v) is plain for v in values):
+            # a flat list of Python floats (FP64) or ints (INT64, within its range): already
+            # what the array below would give back, without building it
+            entry = {"name": name, "datatype": datatype, "shape": [len(values)]}
+            if binary:
+                data = struct.pack(_STRUCT[datatype].format(len(values)), *values)
+            else:
+                entry["data"] = list(values)
+        else:
+            array = _array(datatype, values)
+            entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}
+            if binary:
+                data = _binary(datatype, array)
+            else:
+                entry["data"] = array.reshape(-1).tolist()
         if binary:
-            data = _binary(datatype, array)
             entry["parameters"] = {"binary_data_size": len(data)}
             chunks.append(data)
-        else:
-            entry["data"] = array.reshape(-1).tolist()
         answer.append(entry)
     result = {"model_name": live.name, "model_version": str(live.version), "outputs": answer}
     if isinstance(head.get("id"), str):
         result["id"] = head["id"]
-    text = json.dumps(result, separators=(",", ":")).encode()
+    text = _encode(result).encode()
     if not chunks:
-        return Response(text, media_type="application/json")
-    return Response(
-        text + b"".join(chunks),
-        media_type="application/octet-stream",
-        headers={"Inference-Header-Content-Length": str(len(text))},
-    )
+        return text, None
+    return text + b"".join(chunks), len(text)
 
 
 def _array(datatype: str, values: list) -> np.ndarray:
