@@ -274,3 +274,30 @@ def test_an_unexpected_error_is_a_500_in_the_protocols_form(hostile, monkeypatch
 
     monkeypatch.setattr(inference, "metadata", broken)
     refused(hostile.get("/v2/models/m"), 500, "internal_error")
+
+
+def test_outputs_from_plain_lists_are_the_bytes_of_the_arrays(hostile):
+    """The outputs of flat lists of Python floats and ints skip numpy: the same JSON and
+    binary bytes as the same values through numpy (numpy scalars, ints in an FP64 output
+    and nested scores take that way)."""
+    live = hostile.app.state.components.models.get("m")
+    plain = {
+        "label": ("INT64", [1, -1, 1 << 62]),
+        "score": ("FP64", [0.1, -2.5e300, 1 / 3]),
+        "probability": ("FP64", [0.5, 1.0, 0.0]),
+    }
+    through_numpy = {
+        "label": ("INT64", [np.int64(v) for v in plain["label"][1]]),
+        "score": ("FP64", [np.float64(v) for v in plain["score"][1]]),
+        "probability": ("FP64", np.array(plain["probability"][1])),
+    }
+    for head in (
+        {},
+        {"parameters": {"binary_data_output": True}},
+        {"outputs": [{"name": "score", "parameters": {"binary_data": True}}, {"name": "label"}]},
+    ):
+        answer = inference._response(head, live, plain)
+        assert answer == inference._response(head, live, through_numpy)
+    ints_as_fp64 = inference._response({}, live, {"label": ("FP64", [1, 2.5])})[0]
+    assert json.loads(ints_as_fp64)["outputs"][0]["data"] == [1.0, 2.5]
+    assert b'"data":[1.0,2.5]' in ints_as_fp64
