@@ -47,7 +47,8 @@ INPUT_TYPES = {"FP32": "<f4", "FP64": "<f8"}
 #: most digits of ``Inference-Header-Content-Length`` (more than any body the service takes)
 HEADER_DIGITS = 18
 _BYTES = struct.Struct("<I")
-_INT64 = np.iinfo(np.int64)
+#: INT64's range, as Python ints (``np.iinfo``'s ``min`` and ``max`` are computed per call)
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 #: the output datatypes whose flat lists of these exact Python types are answered as they are
 _PLAIN = {"FP64": float, "INT64": int}
 #: their binary data: little-endian values (struct caches the compiled formats)
@@ -158,7 +159,7 @@ def _label_type(live: LiveModel) -> str:
     BYTES (text classes, or integers beyond int64: sent as their decimal text)."""
     if live.family.regression or live.plan.family == "ordinal":
         return "FP64"
-    if all(isinstance(c, int) and _INT64.min <= c <= _INT64.max for c in live.classes):
+    if all(isinstance(c, int) and _INT64_MIN <= c <= _INT64_MAX for c in live.classes):
         return "INT64"
     return "BYTES"
 
@@ -399,10 +400,11 @@ def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
         raise _invalid(f"input data{where}: {first['msg']}") from None
     if nested and any(len(row) != shape[1] for row in values):
         raise _invalid(f"input data: every row holds {shape[1]} numbers")
+    if datatype == "FP64":  # (finite values, as given: nothing to overflow)
+        return np.array(values, dtype=np.float64).reshape(-1)
     with np.errstate(over="ignore"):
         array = np.array(values, dtype=INPUT_TYPES[datatype]).reshape(-1)
-    # (finite float64 values beyond FP32's range; FP64 keeps the finite values it was given)
-    if datatype != "FP64" and not np.isfinite(array).all():
+    if not np.isfinite(array).all():  # (finite float64 values beyond FP32's range)
         raise _invalid(f"input data: a value is beyond the range of {datatype}")
     return array
 
@@ -421,10 +423,14 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Answer:
         if not isinstance(name, str) or name not in outputs:
             raise _invalid(f"output {shown(name)}: this model gives {sorted(outputs)}")
         datatype, values = outputs[name]
-        parameters = _object(output.get("parameters"), f"outputs.{name}.parameters")
-        binary = parameters.get("binary_data", everything_binary) is True
-        plain = _PLAIN.get(datatype)
-        if plain is not None and all(type(v) is plain for v in values):
+        parameters = output.get("parameters")
+        if parameters is None:
+            binary = everything_binary is True
+        elif isinstance(parameters, dict):
+            binary = parameters.get("binary_data", everything_binary) is True
+        else:
+            raise _invalid(f"outputs.{name}.parameters: a JSON object")
+        if _plain(datatype, values):
             # a flat list of Python floats (FP64) or ints (INT64, within its range): already
             # what the array below would give back, without building it
             entry = {"name": name, "datatype": datatype, "shape": [len(values)]}
@@ -450,6 +456,17 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Answer:
     if not chunks:
         return text, None
     return text + b"".join(chunks), len(text)
+
+
+def _plain(datatype: str, values) -> bool:
+    """Whether ``values`` is a list of exactly the Python type of ``datatype``'s values."""
+    kind = _PLAIN.get(datatype)
+    if kind is None or type(values) is not list:
+        return False
+    for value in values:
+        if type(value) is not kind:
+            return False
+    return True
 
 
 def _array(datatype: str, values: list) -> np.ndarray:
