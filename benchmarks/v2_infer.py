@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -182,7 +183,8 @@ def measure(args) -> dict:
             "LORENTZTRON_SNAPSHOT_INTERVAL": "3600",
             **dict(item.split("=", 1) for item in args.env),
         }
-        with ServiceProcess(env, Path(tmp) / "server.log").start() as server:
+        # (the kernels compile at the start: minutes on a busy machine with a cold cache)
+        with ServiceProcess(env, Path(tmp) / "server.log").start(timeout=900) as server:
             requests = scenarios(prepare(server.url, rng))
             check(server.url, requests)
             scripts = {}
@@ -195,6 +197,7 @@ def measure(args) -> dict:
             for repeat in range(args.repeats):
                 order = names[repeat % len(names) :] + names[: repeat % len(names)]
                 for name in order:
+                    load = os.getloadavg()[0]
                     cpu = server.cpu_seconds()
                     result = run_wrk(
                         server.url + requests[name]["path"],
@@ -205,6 +208,7 @@ def measure(args) -> dict:
                     used = server.cpu_seconds() - cpu
                     result["server_cpu_us"] = 1e6 * used / max(result["rps"] * args.duration, 1)
                     result["repeat"] = repeat
+                    result["load_average"] = load
                     runs.setdefault(name, []).append(result)
                     print(
                         f"repeat {repeat} {name:18s} {result['rps']:9.1f} req/s "
@@ -286,6 +290,13 @@ def render(record: dict, notes: str = "") -> str:
             f"{', '.join(f'{r:.2f}' for r in row['ratios'])} | {row['p50_ms']:.2f} | "
             f"{row['p99_ms']:.2f} | {row['server_cpu_us']:.0f} us | {row['non_2xx']} |"
         )
+    loads = [r["load_average"] for runs in record["runs"].values() for r in runs]
+    if loads:
+        lines += [
+            "",
+            f"1-minute load average before the runs: {min(loads):.1f} to {max(loads):.1f} "
+            f"({env['cpus']} CPUs; other work on the machine shares them).",
+        ]
     if notes:
         lines += ["", notes.strip()]
     return "\n".join(lines) + "\n"

@@ -15,6 +15,9 @@ for KServe, Triton and MLServer (``tritonclient.http``, say) can call the models
 
 The version is the model's current one: a request for another version gets 404. Errors are
 ``{"error": message, "code": code}`` (the protocol's ``error`` string, and our stable code).
+Infer is answered by ``serve``, through these routes or the fast path
+(``service.http.fastpath``), and as ``/v1`` predict: a small tensor of a free model on the
+event loop, anything else in a handler thread.
 """
 
 from __future__ import annotations
