@@ -93,14 +93,14 @@ def lua(request: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_wrk(url: str, script: Path, duration: float, connections: int) -> dict:
+def run_wrk(url: str, script: Path, duration: int, connections: int) -> dict:
     """req/s, latency percentiles and non-2xx count of one wrk run."""
     done = subprocess.run(
         [
             "wrk",
             "-t1",
             f"-c{connections}",
-            f"-d{duration:g}s",
+            f"-d{duration}s",
             "--latency",
             "-s",
             str(script),
@@ -192,7 +192,7 @@ def measure(args) -> dict:
                 scripts[name] = Path(tmp) / f"scenario{i}.lua"
                 scripts[name].write_text(lua(request))
             names = list(requests)
-            for name in names:  # warm-up (not kept)
+            for name in names if args.warmup else ():  # warm-up (not kept)
                 run_wrk(server.url + requests[name]["path"], scripts[name], args.warmup, 8)
             for repeat in range(args.repeats):
                 order = names[repeat % len(names) :] + names[: repeat % len(names)]
@@ -206,6 +206,8 @@ def measure(args) -> dict:
                         args.connections,
                     )
                     used = server.cpu_seconds() - cpu
+                    if result["non_2xx"] or result["socket_errors"]:  # (then no figure holds)
+                        raise RuntimeError(f"{name}: {result}")
                     result["server_cpu_us"] = 1e6 * used / max(result["rps"] * args.duration, 1)
                     result["repeat"] = repeat
                     result["load_average"] = load
@@ -238,10 +240,15 @@ def summary(record: dict) -> list[dict]:
     """Per scenario: median req/s, p50/p99, server CPU per request, and the median of the
     repeats' ratios to v1 predict."""
     runs = record["runs"]
-    base = {r["repeat"]: r["rps"] for r in runs["v1 predict"]}
+    base = {r["repeat"]: r for r in runs["v1 predict"]}
     rows = []
     for name, results in runs.items():
-        ratios = [r["rps"] / base[r["repeat"]] for r in results if r["repeat"] in base]
+        ratios = [r["rps"] / base[r["repeat"]]["rps"] for r in results if r["repeat"] in base]
+        cpu_ratios = [
+            base[r["repeat"]]["server_cpu_us"] / r["server_cpu_us"]
+            for r in results
+            if r["repeat"] in base
+        ]
         rows.append(
             {
                 "scenario": name,
@@ -251,6 +258,7 @@ def summary(record: dict) -> list[dict]:
                 "server_cpu_us": statistics.median(r["server_cpu_us"] for r in results),
                 "ratio": statistics.median(ratios),
                 "ratios": ratios,
+                "cpu_ratio": statistics.median(cpu_ratios),
                 "non_2xx": sum(r["non_2xx"] for r in results),
             }
         )
@@ -278,17 +286,21 @@ def render(record: dict, notes: str = "") -> str:
         f"{settings['warmup_s']:g} s of warm-up per scenario, the scenarios in turn within "
         "each repeat and the order rotating between repeats. The ratio is the median of the "
         "repeats' ratios to v1 predict in the same repeat (target: >= 0.9); the other "
-        "columns are medians.",
+        "columns are medians. Server CPU per request: the server process's CPU time over a "
+        "run (every thread) divided by the requests answered; its ratio (v1's over the "
+        "scenario's, median of the repeats) is the throughput ratio at equal CPU, steadier "
+        "than req/s when other work shares the machine.",
         "",
         "| scenario | req/s | ratio to v1 predict | ratios per repeat | p50 ms | p99 ms | "
-        "server CPU per request | non-2xx |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
+        "server CPU per request | CPU ratio | non-2xx |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in summary(record):
         lines.append(
             f"| {row['scenario']} | {row['rps']:,.0f} | **{row['ratio']:.2f}** | "
             f"{', '.join(f'{r:.2f}' for r in row['ratios'])} | {row['p50_ms']:.2f} | "
-            f"{row['p99_ms']:.2f} | {row['server_cpu_us']:.0f} us | {row['non_2xx']} |"
+            f"{row['p99_ms']:.2f} | {row['server_cpu_us']:.0f} us | {row['cpu_ratio']:.2f} | "
+            f"{row['non_2xx']} |"
         )
     loads = [r["load_average"] for runs in record["runs"].values() for r in runs]
     if loads:
@@ -302,39 +314,40 @@ def render(record: dict, notes: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
-    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds (wrk takes whole ones)")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=value for the server (repeatable)"
     )
-    parser.add_argument("--quick", action="store_true", help="1 repeat of 2 s, prints only")
+    parser.add_argument("--quick", action="store_true", help="1 s per scenario, prints only")
     parser.add_argument("--render", action="store_true", help="re-render docs from the JSON")
     parser.add_argument("--notes-file", type=Path, help="markdown put under the table")
     parser.add_argument("--json", type=Path, default=JSON_PATH)
     parser.add_argument("--md", type=Path, default=DOCS / "benchmarks.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     notes = args.notes_file.read_text() if args.notes_file else ""
     if args.render:
         record = json.loads(args.json.read_text())
     else:
         if args.quick:
-            args.repeats, args.duration, args.warmup = 1, 2.0, 1.0
+            args.repeats, args.duration, args.warmup = 1, 1, 0
         record = measure(args)
     for row in summary(record):
         print(
             f"{row['scenario']:18s} {row['rps']:9.1f} req/s  ratio {row['ratio']:.2f}  "
-            f"cpu {row['server_cpu_us']:.0f} us/req"
+            f"cpu {row['server_cpu_us']:.0f} us/req  cpu ratio {row['cpu_ratio']:.2f}"
         )
     if args.quick:
-        return
+        return 0
     if not args.render:
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     replace_section(args.md, BEGIN, END, render(record, notes))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
