@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Awaitable, Callable
+from json.encoder import encode_basestring_ascii
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
@@ -56,8 +57,9 @@ _INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max
 _PLAIN = {"FP64": float, "INT64": int}
 #: their binary data: little-endian values (struct caches the compiled formats)
 _STRUCT = {"FP64": "<{}d", "INT64": "<{}q"}
-#: ``json.dumps(..., separators=(",", ":"))``, its encoder made once
+#: ``json.dumps(..., separators=(",", ":"))``, its encoder made once; a string as it writes it
 _encode = json.JSONEncoder(separators=(",", ":")).encode
+_quote = encode_basestring_ascii
 #: JSON tensor data: numbers only (no strings, no booleans), finite; flat or one list per row
 _FLAT = TypeAdapter(list[FiniteFloat])
 _ROWS = TypeAdapter(list[list[FiniteFloat]])
@@ -420,7 +422,10 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Answer:
         asked = [{"name": name} for name in outputs]
     if not isinstance(asked, list) or not all(isinstance(o, dict) for o in asked):
         raise _invalid("outputs: a list of {name, parameters}")
-    answer, chunks = [], []
+    # the answer's JSON is written here, as ``json.dumps(answer, separators=(",", ":"))``
+    # would write it (tests/service/http/routes/test_inference.py compares them): most of a
+    # small request's answer was the encoder's walk over the nested objects
+    entries, chunks = [], []
     for output in asked:
         name = output.get("name")
         if not isinstance(name, str) or name not in outputs:
@@ -436,29 +441,40 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Answer:
         if _plain(datatype, values):
             # a flat list of Python floats (FP64) or ints (INT64, within its range): already
             # what the array below would give back, without building it
-            entry = {"name": name, "datatype": datatype, "shape": [len(values)]}
+            shape = f"[{len(values)}]"
             if binary:
                 data = struct.pack(_STRUCT[datatype].format(len(values)), *values)
             else:
-                entry["data"] = list(values)
+                text = _numbers(values)
         else:
             array = _array(datatype, values)
-            entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}
+            shape = _encode(list(array.shape))
             if binary:
                 data = _binary(datatype, array)
             else:
-                entry["data"] = array.reshape(-1).tolist()
+                text = _encode(array.reshape(-1).tolist())
+        head_of_entry = f'{{"name":{_quote(name)},"datatype":"{datatype}","shape":{shape},'
         if binary:
-            entry["parameters"] = {"binary_data_size": len(data)}
+            entries.append(f'{head_of_entry}"parameters":{{"binary_data_size":{len(data)}}}}}')
             chunks.append(data)
-        answer.append(entry)
-    result = {"model_name": live.name, "model_version": str(live.version), "outputs": answer}
-    if isinstance(head.get("id"), str):
-        result["id"] = head["id"]
-    text = _encode(result).encode()
+        else:
+            entries.append(f'{head_of_entry}"data":{text}}}')
+    identifier = head.get("id")
+    text = (
+        f'{{"model_name":{_quote(live.name)},"model_version":{_quote(str(live.version))},'
+        f'"outputs":[{",".join(entries)}]'
+        + (f',"id":{_quote(identifier)}}}' if isinstance(identifier, str) else "}")
+    ).encode()
     if not chunks:
         return text, None
     return text + b"".join(chunks), len(text)
+
+
+def _numbers(values: list) -> str:
+    """``json.dumps(values)`` of a list of Python floats or ints (the JSON encoder writes
+    ``repr``; ``NaN`` and ``Infinity`` for what is not finite: then through the encoder)."""
+    text = ",".join(map(repr, values))
+    return f"[{text}]" if "n" not in text else _encode(values)  # ("nan", "inf")
 
 
 def _plain(datatype: str, values) -> bool:
