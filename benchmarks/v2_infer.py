@@ -270,7 +270,10 @@ def render(record: dict, notes: str = "") -> str:
     lines = [
         "## The Open Inference Protocol route against v1 predict (`python -m benchmarks.v2_infer`)",
         "",
-        f"Written by `{COMMAND}` (the JSON beside it: `docs/v2_infer.json`). Commit "
+        f"Written by `{COMMAND} --repeats {settings['repeats']} --duration "
+        f"{settings['duration_s']:g} --warmup {settings['warmup_s']:g}` (the JSON beside it: "
+        "`docs/v2_infer.json`; the notes under the table re-rendered with `--render "
+        "--notes-file benchmarks/v2_infer_notes.md`). Commit "
         f"{env.get('commit')}, {env['date']}, Python {env['versions']['python']}, "
         f"{env['cpus']} CPUs ({env['cpu']}); fastapi {env['versions']['fastapi']}, uvicorn "
         f"{env['versions']['uvicorn']}.",
