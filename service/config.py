@@ -74,8 +74,9 @@ class Settings(BaseSettings):
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
 
-    #: Serve ``POST .../predict`` and ``.../feedback`` through ``service.http.fastpath`` (same
-    #: handlers and responses, without FastAPI's routing and dependency solving).
+    #: Serve ``POST .../predict``, ``.../feedback`` and V2 ``.../infer`` through
+    #: ``service.http.fastpath`` (same handlers and responses, without FastAPI's routing and
+    #: dependency solving).
     fast_path: bool = True
     #: Most threads running request handlers (the app's pool, ``service.http.threads``).
     handler_threads: int = Field(40, ge=1)

@@ -80,6 +80,34 @@ def test_collisions_are_summed():
     assert indices.tolist() == [0] and values.shape == (1,)
 
 
+def test_a_dense_batch_holds_what_scipy_would():
+    """The dense branch builds the CSR arrays itself: the same arrays, dtypes and order as
+    ``scipy.sparse.csr_matrix(dense)``, with ``-0.0`` dropped, empty rows kept and any memory
+    layout read in row-major order."""
+    rng = np.random.default_rng(4)
+    dense = rng.standard_normal((7, 5)) * (rng.random((7, 5)) < 0.4)
+    dense[1] = 0.0
+    dense[3, 2] = -0.0
+    dense[:, 4] = 0.0
+    for X in (
+        dense,
+        np.asfortranarray(dense),
+        dense.astype(np.float32),
+        dense[::2],
+        dense[:0],
+        dense[:1],
+        dense[1:2],
+        dense[3:4],
+    ):
+        batch = as_batch(X, 5)
+        expected = sp.csr_matrix(np.asarray(X, dtype=np.float64))
+        assert batch.indptr.dtype == batch.indices.dtype == np.int64
+        assert batch.values.dtype == np.float64 and batch.values.flags.c_contiguous
+        np.testing.assert_array_equal(batch.indptr, expected.indptr)
+        np.testing.assert_array_equal(batch.indices, expected.indices)
+        np.testing.assert_array_equal(batch.values, expected.data)
+
+
 def test_batches_from_every_form_agree():
     rng = np.random.default_rng(0)
     dense = rng.standard_normal((5, 4)) * (rng.random((5, 4)) < 0.5)

@@ -15,12 +15,17 @@ for KServe, Triton and MLServer (``tritonclient.http``, say) can call the models
 
 The version is the model's current one: a request for another version gets 404. Errors are
 ``{"error": message, "code": code}`` (the protocol's ``error`` string, and our stable code).
+Infer is answered by ``serve``, through these routes or the fast path
+(``service.http.fastpath``), and as ``/v1`` predict: a small tensor of a free model on the
+event loop, anything else in a handler thread.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Awaitable, Callable
+from json.encoder import encode_basestring_ascii
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
@@ -35,8 +40,8 @@ from service.http.deps import App, Components, Read
 from service.http.errors import shown
 from service.http.openapi import errors
 from service.http.schemas import FiniteFloat, InferenceErrorResponse
-from service.http.threads import run_sync
-from service.model.live import LiveModel
+from service.http.threads import INLINE_BODY_BYTES, run_sync
+from service.model.live import INLINE_WORK, LiveModel
 from service.ops import tracing
 
 router = APIRouter(prefix="/v2", tags=["inference (V2)"])
@@ -46,7 +51,15 @@ INPUT_TYPES = {"FP32": "<f4", "FP64": "<f8"}
 #: most digits of ``Inference-Header-Content-Length`` (more than any body the service takes)
 HEADER_DIGITS = 18
 _BYTES = struct.Struct("<I")
-_INT64 = np.iinfo(np.int64)
+#: INT64's range, as Python ints (``np.iinfo``'s ``min`` and ``max`` are computed per call)
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+#: the output datatypes whose flat lists of these exact Python types are answered as they are
+_PLAIN = {"FP64": float, "INT64": int}
+#: their binary data: little-endian values (struct caches the compiled formats)
+_STRUCT = {"FP64": "<{}d", "INT64": "<{}q"}
+#: ``json.dumps(..., separators=(",", ":"))``, its encoder made once; a string as it writes it
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+_quote = encode_basestring_ascii
 #: JSON tensor data: numbers only (no strings, no booleans), finite; flat or one list per row
 _FLAT = TypeAdapter(list[FiniteFloat])
 _ROWS = TypeAdapter(list[list[FiniteFloat]])
@@ -151,7 +164,7 @@ def _label_type(live: LiveModel) -> str:
     BYTES (text classes, or integers beyond int64: sent as their decimal text)."""
     if live.family.regression or live.plan.family == "ordinal":
         return "FP64"
-    if all(isinstance(c, int) and _INT64.min <= c <= _INT64.max for c in live.classes):
+    if all(isinstance(c, int) and _INT64_MIN <= c <= _INT64_MAX for c in live.classes):
         return "INT64"
     return "BYTES"
 
@@ -219,7 +232,7 @@ def model_version_ready(name: str, version: str, app: App) -> dict:
 )
 async def infer(name: str, request: Request, app: App) -> Response:
     """Labels, scores and probabilities of a tensor of instances."""
-    return await _infer(app, name, None, request)
+    return response(await serve(app, name, None, request.headers, request.body))
 
 
 @router.post(
@@ -230,20 +243,58 @@ async def infer(name: str, request: Request, app: App) -> Response:
 )
 async def infer_version(name: str, version: str, request: Request, app: App) -> Response:
     """Labels, scores and probabilities of a tensor of instances (current version only)."""
-    return await _infer(app, name, version, request)
+    return response(await serve(app, name, version, request.headers, request.body))
 
 
-async def _infer(app: Components, name: str, version: str | None, request: Request):
-    with tracing.server("POST /v2/models/{name}/infer", request.headers, model=name):
-        body = await request.body()
-        length = request.headers.get(HEADER_LENGTH)
-        return await run_sync(app.executor, _answer, app, name, version, body, length)
+#: an answer to infer: its body and, for a body in the binary tensor data extension, the
+#: length of its JSON head (None: the body is JSON)
+Answer = tuple[bytes, int | None]
 
 
-def _answer(app, name, version, body: bytes, length: str | None) -> Response:
+def response(answer: Answer) -> Response:
+    """The HTTP response of an answer (the fast path sends the same bytes and headers)."""
+    body, head_length = answer
+    if head_length is None:
+        return Response(body, media_type="application/json")
+    return Response(
+        body,
+        media_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(head_length)},
+    )
+
+
+async def serve(
+    app: Components,
+    name: str,
+    version: str | None,
+    headers,
+    body: Callable[[], Awaitable[bytes]],
+) -> Answer:
+    """The answer to an infer request (FastAPI's routes and the fast path).
+
+    As ``/v1`` predict: a small request (``INLINE_BODY_BYTES``, ``INLINE_WORK``) of a model
+    that no learner holds or waits for is answered on the event loop; any other in a handler
+    thread, in one trip."""
+    with tracing.server("POST /v2/models/{name}/infer", headers, model=name):
+        data = await body()
+        length = headers.get(HEADER_LENGTH)
+        if len(data) <= INLINE_BODY_BYTES:
+            answer = _answer(app, name, version, data, length, blocking=False)
+            if answer is not None:
+                return answer
+        return await run_sync(app.executor, _answer, app, name, version, data, length)
+
+
+def _answer(app, name, version, body: bytes, length: str | None, blocking: bool = True):
+    """The answer to a request, or None if ``blocking`` is false and its scoring work is not
+    small or the model's lock is not free (then nothing was done: the caller asks again in a
+    thread)."""
     head, binary = _split(body, length)
     with app.models.use(name) as live:
         _model(app, name, version)
+        # the body's bytes bound the scoring work, as for /v1 predict
+        if not blocking and len(body) * live.plan.floats > INLINE_WORK * live.n_features:
+            return None
         X = _input(head, binary, live.n_features, app.settings.max_batch)
         parameters = _object(head.get("parameters"), "parameters")
         variant = parameters.get("variant")
@@ -256,7 +307,14 @@ def _answer(app, name, version, body: bytes, length: str | None) -> Response:
             batch = as_batch(X, live.n_features)
         except ValueError as error:
             raise _invalid(f"input: {error}") from None
-        labels, scores, probabilities = live.predict_batch(batch, variant, member)
+        if blocking:
+            labels, scores, probabilities = live.predict_batch(batch, variant, member)
+        else:
+            rows = [batch.row(i) for i in range(batch.n_rows)]
+            predicted = live.predict(rows, variant, False, member)
+            if predicted is None:
+                return None
+            labels, scores, probabilities = predicted[3:]
     app.metrics.predicted(name, len(labels))
     outputs = {
         "label": (_label_type(live), labels),
@@ -325,7 +383,7 @@ def _input(head: dict, binary: memoryview, n_features: int, max_batch: int) -> n
         values = np.frombuffer(binary[:size], dtype=dtype)
     else:
         values = _json_data(tensor.get("data"), shape, datatype)
-    return values.astype(np.float64).reshape(shape)
+    return values.astype(np.float64, copy=False).reshape(shape)
 
 
 def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
@@ -347,6 +405,8 @@ def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
         raise _invalid(f"input data{where}: {first['msg']}") from None
     if nested and any(len(row) != shape[1] for row in values):
         raise _invalid(f"input data: every row holds {shape[1]} numbers")
+    if datatype == "FP64":  # (finite values, as given: nothing to overflow)
+        return np.array(values, dtype=np.float64).reshape(-1)
     with np.errstate(over="ignore"):
         array = np.array(values, dtype=INPUT_TYPES[datatype]).reshape(-1)
     if not np.isfinite(array).all():  # (finite float64 values beyond FP32's range)
@@ -354,7 +414,7 @@ def _json_data(data, shape: list[int], datatype: str) -> np.ndarray:
     return array
 
 
-def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
+def _response(head: dict, live: LiveModel, outputs: dict) -> Answer:
     """The outputs asked for (all by default), in JSON or binary as asked."""
     asked = head.get("outputs")
     everything_binary = _object(head.get("parameters"), "parameters").get("binary_data_output")
@@ -362,34 +422,70 @@ def _response(head: dict, live: LiveModel, outputs: dict) -> Response:
         asked = [{"name": name} for name in outputs]
     if not isinstance(asked, list) or not all(isinstance(o, dict) for o in asked):
         raise _invalid("outputs: a list of {name, parameters}")
-    answer, chunks = [], []
+    # the answer's JSON is written here, as ``json.dumps(answer, separators=(",", ":"))``
+    # would write it (tests/service/http/routes/test_inference.py compares them): most of a
+    # small request's answer was the encoder's walk over the nested objects
+    entries, chunks = [], []
     for output in asked:
         name = output.get("name")
         if not isinstance(name, str) or name not in outputs:
             raise _invalid(f"output {shown(name)}: this model gives {sorted(outputs)}")
         datatype, values = outputs[name]
-        array = _array(datatype, values)
-        entry = {"name": name, "datatype": datatype, "shape": list(array.shape)}
-        parameters = _object(output.get("parameters"), f"outputs.{name}.parameters")
-        binary = parameters.get("binary_data", everything_binary) is True
+        parameters = output.get("parameters")
+        if parameters is None:
+            binary = everything_binary is True
+        elif isinstance(parameters, dict):
+            binary = parameters.get("binary_data", everything_binary) is True
+        else:
+            raise _invalid(f"outputs.{name}.parameters: a JSON object")
+        if _plain(datatype, values):
+            # a flat list of Python floats (FP64) or ints (INT64, within its range): already
+            # what the array below would give back, without building it
+            shape = f"[{len(values)}]"
+            if binary:
+                data = struct.pack(_STRUCT[datatype].format(len(values)), *values)
+            else:
+                text = _numbers(values)
+        else:
+            array = _array(datatype, values)
+            shape = _encode(list(array.shape))
+            if binary:
+                data = _binary(datatype, array)
+            else:
+                text = _encode(array.reshape(-1).tolist())
+        head_of_entry = f'{{"name":{_quote(name)},"datatype":"{datatype}","shape":{shape},'
         if binary:
-            data = _binary(datatype, array)
-            entry["parameters"] = {"binary_data_size": len(data)}
+            entries.append(f'{head_of_entry}"parameters":{{"binary_data_size":{len(data)}}}}}')
             chunks.append(data)
         else:
-            entry["data"] = array.reshape(-1).tolist()
-        answer.append(entry)
-    result = {"model_name": live.name, "model_version": str(live.version), "outputs": answer}
-    if isinstance(head.get("id"), str):
-        result["id"] = head["id"]
-    text = json.dumps(result, separators=(",", ":")).encode()
+            entries.append(f'{head_of_entry}"data":{text}}}')
+    identifier = head.get("id")
+    text = (
+        f'{{"model_name":{_quote(live.name)},"model_version":{_quote(str(live.version))},'
+        f'"outputs":[{",".join(entries)}]'
+        + (f',"id":{_quote(identifier)}}}' if isinstance(identifier, str) else "}")
+    ).encode()
     if not chunks:
-        return Response(text, media_type="application/json")
-    return Response(
-        text + b"".join(chunks),
-        media_type="application/octet-stream",
-        headers={"Inference-Header-Content-Length": str(len(text))},
-    )
+        return text, None
+    return text + b"".join(chunks), len(text)
+
+
+def _numbers(values: list) -> str:
+    """``json.dumps(values)`` of a list of Python floats or ints (the JSON encoder writes
+    ``repr``; ``NaN`` and ``Infinity`` for what is not finite: then through the encoder)."""
+    text = ",".join(map(repr, values))
+    return f"[{text}]" if "n" not in text else _encode(values)  # ("nan", "inf")
+
+
+def _plain(datatype: str, values) -> bool:
+    """Whether ``values`` is a list of exactly the Python type of ``datatype``'s values."""
+    kind = _PLAIN.get(datatype)
+    if kind is None or type(values) is not list:
+        return False
+    for value in values:
+        if type(value) is not kind:
+            return False
+    return True
 
 
 def _array(datatype: str, values: list) -> np.ndarray:

@@ -21,7 +21,9 @@ from service.http import grouping
 from service.http.bodies import is_json, media_type
 from service.http.errors import status_of
 from service.http.fastpath import FastPath
+from service.http.routes import inference
 from service.http.routes import predict as predict_route
+from service.http.routes.inference import HEADER_LENGTH
 from service.main import create_app
 from tests.service.conftest import TestClient, create, wait_for
 
@@ -437,3 +439,247 @@ def test_a_small_predict_is_answered_on_the_loop_unless_a_learner_holds_the_mode
         waiting.join(timeout=20)
         assert [a.status_code for a in answers] == [200]
         assert answers[0].json()["predictions"][0]["label"] in (-1, 1)
+
+
+# -- the Open Inference Protocol's infer ------------------------------------------------------
+V2_INFER = "/v2/models/m/infer"
+
+
+def tensor(data=None, shape=(1, 3), datatype="FP64", **extra) -> dict:
+    entry = {"name": "input", "shape": list(shape), "datatype": datatype, **extra}
+    if data is not None:
+        entry["data"] = data
+    return {"inputs": [entry]}
+
+
+def binary_body(values: np.ndarray, datatype="FP64", **head) -> tuple[bytes, dict]:
+    """A body in the binary tensor data extension, and its headers."""
+    data = values.astype("<f8" if datatype == "FP64" else "<f4").tobytes()
+    parameters = {"binary_data_size": len(data)}
+    text = json.dumps(
+        {**tensor(shape=values.shape, datatype=datatype, parameters=parameters), **head}
+    ).encode()
+    return text + data, {"inference-header-content-length": str(len(text))}
+
+
+def test_v2_infer_is_served_by_the_fast_path_only_when_enabled(pair, monkeypatch):
+    served = []
+    original = FastPath._infer
+
+    async def spy(self, scope, receive, send, name, version):
+        served.append((name, version))
+        await original(self, scope, receive, send, name, version)
+
+    monkeypatch.setattr(FastPath, "_infer", spy)
+    for client in pair:
+        create(client)
+        for path in (V2_INFER, "/v2/models/m/versions/0/infer", "/v2/models/m/infer/"):
+            client.post(path, json=tensor([1, 2, 3]))
+        client.get("/v2/models/m")
+    assert served == [("m", None), ("m", "0")]
+
+
+def test_v2_infer_answers_like_fastapi(pair):
+    """Every answer of the route, through the fast path: byte for byte, JSON and binary, each
+    validation and error (in V2's form), the version paths, and the same metrics labels."""
+    fast, slow = pair
+    for client in pair:
+        create(client, averaging={"interval": 2}, params={"rank": 2, "seed": 0})
+        create(client, name="r", kind="pqr", params={"task": "regression"})
+        create(client, name="t", classes=["ham", "spam"])
+        create(client, name="d", classes=[0, 1, 2], multiclass="ovr")
+        create(client, name="huge", kind="linear-pa", classes=[1 << 70, 1])
+        body = {"name": "c1", "kind": "dos", "params": {"rank": 2}}
+        assert client.post("/v1/models/m/challengers", json=body).status_code == 201
+        examples = [{"x": [1.0, -1.0, 0.5], "label": 1}, {"x": [0.0, 2.0, -1.0], "label": -1}]
+        assert client.post("/v1/models/m/feedback", json={"examples": examples}).status_code == 200
+    version = fast.get("/v2/models/m").json()["versions"][0]
+    rows = np.array([[1.0, 0.0, 2.0], [0.0, -1.0, 0.5], [0.0, 0.0, 0.0]])
+    every_binary = {"parameters": {"binary_data_output": True}}
+    some_binary = {
+        "outputs": [{"name": "score", "parameters": {"binary_data": True}}, {"name": "label"}]
+    }
+    many = rows[np.arange(1500) % 3]  # over INLINE_BODY_BYTES: answered in a thread
+    ok = [
+        (V2_INFER, dict(json=tensor([1, 2, 3]))),
+        (V2_INFER, dict(json=tensor(rows.tolist(), shape=(3, 3)))),
+        (V2_INFER, dict(json=tensor(rows.ravel().tolist(), shape=(3, 3), datatype="FP32"))),
+        (V2_INFER, dict(json=tensor([], shape=(0, 3)))),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "id": "request-7", **every_binary})),
+        (V2_INFER, dict(json={**tensor(rows.tolist(), shape=(3, 3)), **some_binary})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "parameters": {"variant": "averaged"}})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "parameters": {"member": "c1"}})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "outputs": [{"name": "probability"}]})),
+        (V2_INFER, dict(json=tensor(many.ravel().tolist(), shape=many.shape))),
+        (f"/v2/models/m/versions/{version}/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/r/infer", dict(json={**tensor([1, 2, 3]), **every_binary})),
+        ("/v2/models/r/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/t/infer", dict(json={**tensor(rows.tolist(), shape=(3, 3)), **every_binary})),
+        ("/v2/models/t/infer", dict(json=tensor(rows.tolist(), shape=(3, 3)))),
+        ("/v2/models/d/infer", dict(json={**tensor(rows.tolist(), shape=(3, 3)), **every_binary})),
+        ("/v2/models/d/infer", dict(json=tensor(rows.tolist(), shape=(3, 3)))),
+        ("/v2/models/huge/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/huge/infer", dict(json={**tensor([1, 2, 3]), **every_binary})),
+        (f"{V2_INFER}?variant=averaged", dict(json=tensor([1, 2, 3]))),
+    ]  # fmt: skip
+    for datatype in ("FP64", "FP32"):
+        for head in ({}, every_binary, some_binary):
+            content, headers = binary_body(rows, datatype, **head)
+            ok.append((V2_INFER, dict(content=content, headers=headers)))
+    content, headers = binary_body(many)
+    ok.append((V2_INFER, dict(content=content, headers=headers)))
+    for path, kwargs in ok:
+        assert same(fast, slow, "POST", path, **kwargs)[0] == 200, (path, kwargs)
+    nan, nan_headers = binary_body(np.array([[np.nan, 0.0, 1.0]]))
+    short, short_headers = binary_body(rows)
+    wrong_size = json.dumps(tensor(shape=(1, 3), parameters={"binary_data_size": 8})).encode()
+    wrong_size_headers = {HEADER_LENGTH: str(len(wrong_size))}
+    refused = [
+        (V2_INFER, dict(content=b'{"inputs": [', headers=JSON)),
+        (V2_INFER, dict(content=b"", headers=JSON)),
+        (V2_INFER, dict(content=b"[" * 10_000 + b"]" * 10_000, headers=JSON)),
+        (V2_INFER, dict(json=[1, 2])),
+        (V2_INFER, dict(json={})),
+        (V2_INFER, dict(json={"inputs": [tensor([1, 2, 3])["inputs"][0]] * 2})),
+        (V2_INFER, dict(json=tensor([1, 2, 3], shape=(1, 4)))),
+        (V2_INFER, dict(json=tensor([1, 2, 3], shape=(True, 3)))),
+        (V2_INFER, dict(json=tensor([1, 2, 3], datatype="INT8"))),
+        (V2_INFER, dict(json=tensor(["1", 2, 3]))),
+        (V2_INFER, dict(json=tensor([1, 2]))),
+        (V2_INFER, dict(json=tensor([[1, 2], [3, 4, 5]], shape=(2, 3)))),
+        (V2_INFER, dict(json=tensor([1.0, 2.0, 1e39], datatype="FP32"))),
+        (V2_INFER, dict(json=tensor("never read", shape=(10_001, 3)))),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "parameters": {"variant": "best"}})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "parameters": {"member": 5}})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "parameters": {"member": "nope"}})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "parameters": [1]})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "outputs": [{"name": "nope"}]})),
+        (V2_INFER, dict(json={**tensor([1, 2, 3]), "outputs": "label"})),
+        (V2_INFER, dict(json={**tensor([1]), "outputs": [{"name": "label", "parameters": 1}]})),
+        (V2_INFER, dict(content=nan, headers=nan_headers)),
+        (V2_INFER, dict(content=short[:-1], headers=short_headers)),
+        (V2_INFER, dict(content=wrong_size + bytes(24), headers=wrong_size_headers)),
+        (V2_INFER, dict(json=tensor([1, 2, 3]), headers={HEADER_LENGTH: "12a"})),
+        (V2_INFER, dict(json=tensor([1, 2, 3]), headers={HEADER_LENGTH: "99999"})),
+        (V2_INFER, dict(json=tensor([1, 2, 3]), headers={HEADER_LENGTH: "9" * 5000})),
+        ("/v2/models/m/versions/99/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/none/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/none/versions/1/infer", dict(content=b"{", headers=JSON)),
+        ("/v2/models/m/infer/", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models//infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/m/versions//infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/m/versions/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/m/versions/1/2/infer", dict(json=tensor([1, 2, 3]))),
+        ("/v2/models/m%2Fx/infer", dict(json=tensor([1, 2, 3]))),
+    ]  # fmt: skip
+    for path, kwargs in refused:
+        status, text, _ = same(fast, slow, "POST", path, **kwargs)
+        assert status >= 300 and status != 500, (path, status, text)
+        if status >= 400:
+            assert set(json.loads(text)) == {"error", "code"}, (path, text)  # V2's form
+    assert same(fast, slow, "GET", V2_INFER)[0] == 405
+    assert same(fast, slow, "GET", "/v2/models/m")[0] == 200  # the same version and members
+    assert request_lines(fast) == request_lines(slow)
+    lines = "".join(request_lines(fast))
+    assert 'endpoint="/v2/models/{name}/infer"' in lines
+    assert 'endpoint="/v2/models/{name}/versions/{version}/infer"' in lines
+
+
+def test_v2_auth_answers_like_fastapi(tmp_path):
+    fast, slow = make_clients(tmp_path, write_keys=["w1"], read_keys=["r1"])
+    with fast, slow:
+        for client in (fast, slow):
+            create_body = {"name": "m", "kind": "dos", "input": {"n_features": 3}}
+            response = client.post(
+                "/v1/models", json=create_body, headers={"authorization": "Bearer w1"}
+            )
+            assert response.status_code == 201
+        statuses = set()
+        for key in (None, "Bearer r1", "Bearer w1", "Bearer nope", "Basic r1", "Bearer"):
+            headers = {} if key is None else {"authorization": key}
+            for path in (V2_INFER, "/v2/models/m/versions/0/infer", "/v2/models/none/infer"):
+                answer = same(fast, slow, "POST", path, json=tensor([1, 2, 3]), headers=headers)
+                statuses.add(answer[0])
+                # the key is checked before the body is read
+                bad = same(fast, slow, "POST", path, content=b"{", headers=headers | JSON)
+                assert (bad[0] == 422) == (answer[0] in (200, 404))
+        assert statuses == {200, 401, 403, 404}
+        answer = same(fast, slow, "POST", V2_INFER, json=tensor([1, 2, 3]))
+        assert answer[0] == 401 and answer[2]["www-authenticate"] == "Bearer"
+        assert set(json.loads(answer[1])) == {"error", "code"}
+
+
+def test_v2_oversized_bodies_and_unexpected_errors_answer_like_fastapi(tmp_path, monkeypatch):
+    fast, slow = make_clients(tmp_path, max_body_bytes=300)
+    with fast, slow:
+        for client in (fast, slow):
+            create(client)
+
+        def chunks():
+            yield b'{"inputs": [{"name": "input", "shape": [40, 3], "datatype": "FP64", "data": ['
+            for _ in range(39):
+                yield b"1.0, 2.0, 3.0, "
+            yield b"1.0, 2.0, 3.0]}]}"
+
+        answer = same(fast, slow, "POST", V2_INFER, content=chunks, headers=JSON)
+        assert answer[0] == 413 and json.loads(answer[1])["code"] == "payload_too_large"
+
+        def broken(*args):
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(inference, "_response", broken)
+        answer = same(fast, slow, "POST", V2_INFER, json=tensor([1, 2, 3]))
+        assert answer[0] == 500 and json.loads(answer[1]) == {
+            "error": "internal server error",
+            "code": "internal_error",
+        }
+        assert request_lines(fast) == request_lines(slow)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_a_small_infer_is_answered_on_the_loop_unless_a_learner_holds_the_model(
+    tmp_path, monkeypatch, fast_path
+):
+    """As /v1 predict: no thread hop for a small tensor of a free model; a large body, or a
+    model that a learner holds, goes to a handler thread, the event loop serving meanwhile."""
+    hops = []
+    original = inference.run_sync
+
+    async def counting(executor, function, *args):
+        hops.append(next(len(a) for a in args if isinstance(a, bytes)))  # (the body)
+        return await original(executor, function, *args)
+
+    monkeypatch.setattr(inference, "run_sync", counting)
+    settings = Settings(snapshot_dir=tmp_path, snapshot_interval=3600, fast_path=fast_path)
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        assert client.post(V2_INFER, json=tensor([1, 2, 3])).status_code == 200
+        content, headers = binary_body(np.ones((2, 3)))
+        assert client.post(V2_INFER, content=content, headers=headers).status_code == 200
+        assert hops == []  # answered on the event loop
+        answer = client.post(V2_INFER, json=tensor([1.0, 2.0, 3.0] * 2000, shape=(2000, 3)))
+        assert answer.status_code == 200 and answer.json()["outputs"][0]["shape"] == [2000]
+        assert len(hops) == 1 and hops[0] > inference.INLINE_BODY_BYTES
+        create(client, name="wide", classes=list(range(40)))  # 780 one-vs-one models
+        answer = client.post("/v2/models/wide/infer", json=tensor([1, 2, 3]))
+        assert answer.status_code == 200 and answer.json()["outputs"][0]["data"][0] in range(40)
+        assert len(hops) == 2 and hops[1] < 200  # a small body, but a large score: a thread
+        hops.clear()
+        live = client.app.state.components.models.get("m")
+        answers = []
+        with live.lock.write():  # a learner holds the model
+            waiting = threading.Thread(
+                target=lambda: answers.append(client.post(V2_INFER, json=tensor([1, 2, 3])))
+            )
+            waiting.start()
+            wait_for(lambda: len(hops) == 1)  # it went to a thread
+            other = []
+            health = threading.Thread(target=lambda: other.append(client.get("/healthz")))
+            health.start()
+            health.join(timeout=20)  # the loop is free: another request is answered
+            assert [a.status_code for a in other] == [200]
+            time.sleep(0.05)
+            assert waiting.is_alive() and not answers  # the prediction waits for the learner
+        waiting.join(timeout=20)
+        assert [a.status_code for a in answers] == [200]
+        assert answers[0].json()["outputs"][0]["data"][0] in (-1, 1)

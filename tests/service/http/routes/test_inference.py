@@ -274,3 +274,93 @@ def test_an_unexpected_error_is_a_500_in_the_protocols_form(hostile, monkeypatch
 
     monkeypatch.setattr(inference, "metadata", broken)
     refused(hostile.get("/v2/models/m"), 500, "internal_error")
+
+
+def test_outputs_from_plain_lists_are_the_bytes_of_the_arrays(hostile):
+    """The outputs of flat lists of Python floats and ints skip numpy: the same JSON and
+    binary bytes as the same values through numpy (numpy scalars, ints in an FP64 output
+    and nested scores take that way)."""
+    live = hostile.app.state.components.models.get("m")
+    plain = {
+        "label": ("INT64", [1, -1, 1 << 62]),
+        "score": ("FP64", [0.1, -2.5e300, 1 / 3]),
+        "probability": ("FP64", [0.5, 1.0, 0.0]),
+    }
+    through_numpy = {
+        "label": ("INT64", [np.int64(v) for v in plain["label"][1]]),
+        "score": ("FP64", [np.float64(v) for v in plain["score"][1]]),
+        "probability": ("FP64", np.array(plain["probability"][1])),
+    }
+    for head in (
+        {},
+        {"parameters": {"binary_data_output": True}},
+        {"outputs": [{"name": "score", "parameters": {"binary_data": True}}, {"name": "label"}]},
+    ):
+        answer = inference._response(head, live, plain)
+        assert answer == inference._response(head, live, through_numpy)
+    ints_as_fp64 = inference._response({}, live, {"label": ("FP64", [1, 2.5])})[0]
+    assert json.loads(ints_as_fp64)["outputs"][0]["data"] == [1.0, 2.5]
+    assert b'"data":[1.0,2.5]' in ints_as_fp64
+
+
+def reference_answer(head: dict, live, outputs: dict) -> tuple[bytes, int | None]:
+    """The protocol's answer as a dict through ``json.dumps`` and numpy: what ``_response``
+    writes by hand."""
+    asked = head.get("outputs") or [{"name": name} for name in outputs]
+    everything_binary = (head.get("parameters") or {}).get("binary_data_output")
+    entries, chunks = [], []
+    for output in asked:
+        datatype, values = outputs[output["name"]]
+        if datatype == "BYTES":
+            array = np.array([str(v) for v in values], dtype=object)
+        else:
+            array = np.asarray(values, dtype=np.int64 if datatype == "INT64" else np.float64)
+        entry = {"name": output["name"], "datatype": datatype, "shape": list(array.shape)}
+        if (output.get("parameters") or {}).get("binary_data", everything_binary) is True:
+            if datatype == "BYTES":
+                data = b"".join(
+                    len(v.encode()).to_bytes(4, "little") + v.encode() for v in array.ravel()
+                )
+            else:
+                data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+            entry["parameters"] = {"binary_data_size": len(data)}
+            chunks.append(data)
+        else:
+            entry["data"] = array.reshape(-1).tolist()
+        entries.append(entry)
+    answer = {"model_name": live.name, "model_version": str(live.version), "outputs": entries}
+    if isinstance(head.get("id"), str):
+        answer["id"] = head["id"]
+    text = json.dumps(answer, separators=(",", ":")).encode()
+    return (text + b"".join(chunks), len(text)) if chunks else (text, None)
+
+
+def test_the_answer_is_json_dumps_of_the_protocols_response(hostile):
+    """``_response`` writes the answer's JSON itself: the bytes of ``json.dumps`` of the
+    answer as a dict (non-finite scores, nested scores, text labels, any id, binary parts)."""
+    live = hostile.app.state.components.models.get("m")
+    inf, nan = float("inf"), float("nan")
+    cases = [
+        {"label": ("INT64", [1, -1, 1 << 62]), "score": ("FP64", [0.1, -2.5e300, 1 / 3])},
+        {"label": ("INT64", []), "score": ("FP64", [])},
+        {"label": ("FP64", [1, 2.5]), "score": ("FP64", [inf, -inf, nan, 0.0, -0.0])},
+        {"label": ("BYTES", ["ham", 'sp\u00e4m "x"\n', 1 << 70]), "score": ("FP64", [1e-310])},
+        {"label": ("INT64", [0, 2]), "score": ("FP64", [[0.1, 0.9, 0.0], [nan, 1.0, 2.0]])},
+        {"label": ("INT64", [np.int64(3)]), "probability": ("FP64", np.array([0.25]))},
+    ]
+    heads = [
+        {},
+        {"id": 'request \u2603 "7"\t'},
+        {"id": 7, "parameters": {"binary_data_output": True}},
+        {"parameters": {"binary_data_output": True, "variant": "live"}},
+    ]
+    for outputs in cases:
+        names = list(outputs)
+        asked = [
+            {"outputs": [{"name": names[-1], "parameters": {"binary_data": True}}]},
+            {"outputs": [{"name": n, "parameters": {}} for n in reversed(names)]},
+        ]
+        for head in heads + asked:
+            assert inference._response(head, live, outputs) == reference_answer(
+                head, live, outputs
+            ), (head, outputs)
