@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     averaging_interval: int = Field(50_000, gt=0)
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
+    #: Models whose per-model series ``/metrics`` shows besides ``metrics_models``: the
+    #: busiest (most predictions and feedback since the start). Every model counts in the
+    #: ``lorentztron_models_*`` aggregates; the others are read through the API.
+    metrics_top_n: int = Field(100, ge=0)
+    #: Models whose per-model series ``/metrics`` always shows (comma-separated names).
+    metrics_models: Annotated[list[str], NoDecode] = []
 
     #: Serve ``POST .../predict`` and ``.../feedback`` through ``service.http.fastpath`` (same
     #: handlers and responses, without FastAPI's routing and dependency solving).
@@ -138,7 +144,7 @@ class Settings(BaseSettings):
     #: Bearer keys allowed to read (predict, list). Empty: reads are open.
     read_keys: Annotated[list[str], NoDecode] = []
 
-    @field_validator("write_keys", "read_keys", mode="before")
+    @field_validator("write_keys", "read_keys", "metrics_models", mode="before")
     @classmethod
     def _split_keys(cls, value):
         if isinstance(value, str):

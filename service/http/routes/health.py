@@ -50,6 +50,5 @@ def readyz(app: App) -> Response:
 def metrics(app: App) -> Response:
     """Prometheus metrics."""
     app.metrics.observe_cache(app.cache)
-    for live in app.models.serving():
-        app.metrics.observe_model(live)
+    app.metrics.observe_models(app.models.serving())
     return Response(generate_latest(app.metrics.registry), media_type=CONTENT_TYPE_LATEST)
