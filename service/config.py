@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     #: peak. See ``service.ops.cli.tune_malloc``.
     malloc_keep_freed: bool = True
 
+    #: Models restored at start-up before the service is ready (the first by name); the
+    #: others (``role=all``) are restored from their snapshot and log on first use, so that
+    #: a restart of a process holding many models takes seconds, not a minute.
+    eager_restore: int = Field(100, ge=0)
     #: Seconds a model request that arrives while the models are being restored (start-up)
     #: waits for them before it is answered 503 ``not_ready``.
     startup_wait: float = Field(30.0, ge=0)

@@ -637,10 +637,11 @@ class Metrics:
         self.paused.labels(name).set(1 if group.paused else 0)
         self.backlog.labels(name).set(live.record.backlog)
 
-    def track_model(self, live) -> None:
+    def track_model(self, live, counted: bool = False) -> None:
         """Count a new model (its series are made when something happens to it, or when a
-        scrape shows it)."""
-        self.models.inc()
+        scrape shows it); ``counted``: it was already (a dormant model restored)."""
+        if not counted:
+            self.models.inc()
 
     # -- the models a scrape shows -------------------------------------------------------
     def exported(self) -> set[str] | None:
