@@ -82,7 +82,7 @@ def measure(count: int, threads: int, top_n: int) -> dict:
             "LORENTZTRON_LOG_LEVEL": "warning",
         }
         port = free_port()
-        server = ServiceProcess(env, Path(directory) / "server.log").start(port=port)
+        server = ServiceProcess(env, Path(directory) / "server.log").start(timeout=600, port=port)
         try:
             url = server.url
             before = rss(server.process.pid)
