@@ -73,8 +73,9 @@ class Settings(BaseSettings):
     averaging_interval: int = Field(50_000, gt=0)
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
-    #: Models whose per-model series ``/metrics`` shows besides ``metrics_models``: the
-    #: busiest (most predictions and feedback since the start). Every model counts in the
+    #: Models whose per-model series ``/metrics`` shows besides ``metrics_models``: those
+    #: whose snapshot is stale, then the busiest (most predictions and feedback since the
+    #: start). Every model counts in the
     #: ``lorentztron_models_*`` aggregates; the others are read through the API.
     metrics_top_n: int = Field(100, ge=0)
     #: Models whose per-model series ``/metrics`` always shows (comma-separated names).

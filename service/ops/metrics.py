@@ -649,8 +649,9 @@ class Metrics:
         chose (None: every model, until a scrape chose)."""
         return self._exported
 
-    def choose(self, names) -> set[str]:
-        """``metrics_models`` and the ``metrics_top_n`` busiest of ``names`` (most
+    def choose(self, names, stale: frozenset[str] = frozenset()) -> set[str]:
+        """``metrics_models`` and ``metrics_top_n`` others of ``names``: the ``stale`` ones
+        first (the models ``LorentztronSnapshotStale`` is about), then the busiest (most
         predictions and feedback examples since the start; ties by name)."""
         names = list(names)
         named = {name for name in names if name in self.named}
@@ -660,7 +661,7 @@ class Metrics:
         busiest = heapq.nsmallest(
             self.top_n,
             (name for name in names if name not in named),
-            key=lambda name: (-(predicted(name) + learned(name)), name),
+            key=lambda name: (name not in stale, -(predicted(name) + learned(name)), name),
         )
         return named | set(busiest)
 
@@ -669,7 +670,8 @@ class Metrics:
         the series of the models it shows (``choose``), whose gauges are refreshed."""
         now = time.time()
         stale_after = max(3 * self._interval, 60.0)
-        paused = backlog = unsnapshotted = stale = 0
+        paused = backlog = unsnapshotted = 0
+        stale = set()
         for live in models:
             record = live.record
             paused += live.group.paused
@@ -678,13 +680,13 @@ class Metrics:
             if record.records_since_snapshot and (
                 now - (record.last_snapshot_at or live.created_at) > stale_after
             ):
-                stale += 1
+                stale.add(live.name)
             self._count_events(live)
         self.models_paused.set(paused)
         self.models_backlog.set(backlog)
         self.models_unsnapshotted.set(unsnapshotted)
-        self.models_stale.set(stale)
-        exported = self.choose(live.name for live in models)
+        self.models_stale.set(len(stale))
+        exported = self.choose((live.name for live in models), frozenset(stale))
         for live in models:
             if live.name in exported:
                 self.observe_model(live)

@@ -75,3 +75,13 @@ def test_a_scrape_shows_the_named_and_busiest_models_and_aggregates_every_model(
         assert shown_models(text)["lorentztron_model_version"] == {"m03", "m01", "m10"}
         assert value(text, "lorentztron_models_feedback_examples_total") == learned
         assert value(text, "lorentztron_models") == 11
+
+
+def test_the_models_shown_are_the_named_the_stale_then_the_busiest():
+    metrics = Metrics(top_n=2, models=frozenset({"named"}))
+    for name, n in (("a", 5), ("b", 9), ("c", 1)):
+        metrics.learned(name, n, 0)
+    names = ["named", "a", "b", "c", "idle"]
+    assert metrics.choose(names) == {"named", "b", "a"}
+    assert metrics.choose(names, stale=frozenset({"idle"})) == {"named", "idle", "b"}
+    assert metrics.choose(["a", "b"]) == {"a", "b"}  # (at most top_n: every model)
