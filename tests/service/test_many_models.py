@@ -52,6 +52,12 @@ def test_many_models_paged_bounded_and_restored_lazily(tmp_path):
             learned[name] = len(examples)
         for _ in range(2):
             assert client.post(f"/v1/models/{names[5]}/predict", json=rows).status_code == 200
+        # a keyed request, retried after the restart: answered again, never learned twice
+        keyed = {"examples": [{"x": X[0], "label": 1}]}
+        key = {"Idempotency-Key": "k-22"}
+        first = client.post("/v1/models/m22/feedback", json=keyed, headers=key)
+        assert first.status_code == 200
+        learned["m22"] = 1
 
         # -- the list, a page at a time --------------------------------------------------
         pages, after = [], None
@@ -102,22 +108,27 @@ def test_many_models_paged_bounded_and_restored_lazily(tmp_path):
         text = client.get("/metrics").text
         assert series(text, "lorentztron_models") == {"": float(N_MODELS)}
         assert len(series(text, "lorentztron_model_version")) == 2  # m00 and m01 restored
+        # a dormant model's name is taken and its limit counted; deleted, it is gone
+        spec = {"name": "extra", "kind": "linear-pa", "input": {"n_features": N_FEATURES}}
+        assert client.post("/v1/models", json=spec).json()["error"]["code"] == "too_many_models"
+        taken = {**spec, "name": "m23"}
+        assert client.post("/v1/models", json=taken).json()["error"]["code"] == "model_exists"
+        assert client.delete("/v1/models/m20").status_code == 204
+        assert client.get("/v1/models/m20").status_code == 404
+        assert client.post("/v1/models", json=spec).status_code == 201
+        # m22 is dormant: the retry of its keyed request is its first use
+        again = client.post("/v1/models/m22/feedback", json=keyed, headers=key)
+        assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+        assert again.json() == first.json()
+        assert client.get("/v1/models/m22").json()["examples_learned"] == 1
         for name in names:
+            if name == "m20":
+                continue
             after = client.post(f"/v1/models/{name}/predict", json=rows).json()
             scores = [(p["label"], p["score"]) for p in after["predictions"]]
             assert scores == [(p["label"], p["score"]) for p in before[name]["predictions"]]
             info = client.get(f"/v1/models/{name}").json()
             assert info["version"] == infos[name]["version"] == (1 if name in learned else 0)
             assert info["examples_learned"] == learned.get(name, 0)
-        # a dormant model's name is taken, its limit counted; deleted, it is gone for good
-        spec = {"name": "m23", "kind": "linear-pa", "input": {"n_features": N_FEATURES}}
-        assert client.post("/v1/models", json=spec).json()["error"]["code"] == "model_exists"
-        spec["name"] = "extra"
-        assert client.post("/v1/models", json=spec).json()["error"]["code"] == "too_many_models"
-        service.kill()
-        service.start(port=port)
-        assert client.delete("/v1/models/m22").status_code == 204
-        assert client.get("/v1/models/m22").status_code == 404
-        assert client.post("/v1/models", json=spec).status_code == 201
     finally:
         service.stop()
