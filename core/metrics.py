@@ -240,7 +240,7 @@ class ProgressiveValidation:
     RMSE (regression), cumulative and over the last ``window`` examples, in a ring buffer
     updated one example or one batch at a time. The buffer grows with the examples seen, up
     to ``window`` columns: a process holding thousands of models that learned little pays
-    for what they learned, not 24 KB each (``get_state`` always gives the full window).
+    for what they learned, not 24 KB each (and ``get_state`` gives the columns filled).
 
     >>> metrics = ProgressiveValidation(window=2, loss="hinge")
     >>> metrics.update([True, False, True], [0.0, 1.5, 0.0])
@@ -326,9 +326,14 @@ class ProgressiveValidation:
         }
 
     def get_state(self) -> dict:
-        """The running totals (scalars) and the window (``recent_``, shape (3, window))."""
-        recent = np.zeros((3, self.window))
-        recent[:, : self.recent_.shape[1]] = self.recent_
+        """The running totals (scalars) and the window (``recent_``, shape (3, window), or
+        (3, max(n, 1)) before the window is full)."""
+        # the columns the examples seen fill (the whole window once it wrapped): a model
+        # that learned little saves little
+        width = self.window if self.n >= self.window else max(self.n, 1)
+        recent = np.zeros((3, width))
+        held = min(width, self.recent_.shape[1])
+        recent[:, :held] = self.recent_[:, :held]
         return {
             "arrays": {"recent_": recent},
             "scalars": {
