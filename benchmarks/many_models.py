@@ -135,37 +135,40 @@ def measure(count: int, threads: int, top_n: int) -> dict:
     }
 
 
-def table(results: list[dict], command: str, threads: int, top_n: int) -> str:
+def table(results: list[dict]) -> str:
     rows = [
-        (f"models created per second (HTTP, {threads} clients)", "create_per_second"),
+        ("models created per second (HTTP, 8 clients)", "create_per_second"),
         ("resident memory before / after (MB)", None),
         ("resident memory per model (KB)", "rss_per_model_kb"),
-        ("of which the model's arrays (KB, `Plan.nbytes`)", "arrays_per_model_kb"),
+        ("of which its arrays (KB, `Plan.nbytes`)", "arrays_per_model_kb"),
         ("beyond its arrays (KB)", "beyond_arrays_per_model_kb"),
         ("`/metrics` size (bytes)", "metrics_bytes"),
         ("`/metrics` time (s, median of 3)", "metrics_seconds"),
-        ("`GET /v1/models` page: models", "page_models"),
-        ("`GET /v1/models` page: bytes", "page_bytes"),
-        ("`GET /v1/models` page: time (s, median of 3)", "page_seconds"),
+        ("`GET /v1/models` (a page): models", "page_models"),
+        ("`GET /v1/models` (a page): bytes", "page_bytes"),
+        ("`GET /v1/models` (a page): time (s, median of 3)", "page_seconds"),
         ("restart after SIGKILL until `/readyz` 200 (s)", "restart_ready_seconds"),
         ("then a predict of a model (ms, mean of 50)", "first_predict_after_restart_ms"),
         ("resident memory after the restart (MB)", "rss_after_restart_mb"),
     ]
-    header = "| | " + " | ".join(f"{r['models']:,} models" for r in results) + " |"
+    header = "| | " + " | ".join(f"{r['label']}, {r['models']:,} models" for r in results) + " |"
     lines = [header, "|---|" + "---:|" * len(results)]
     for label, key in rows:
         if key is None:
             cells = [f"{r['rss_before_mb']} / {r['rss_after_mb']}" for r in results]
         else:
-            cells = [f"{r[key]:,}" if isinstance(r[key], int) else str(r[key]) for r in results]
+            cells = [f"{r[key]:,}" for r in results]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    commands = sorted({r["command"] for r in results})
     return (
-        f"Measured by `{command}` (linear-pa, 30 features; `LORENTZTRON_METRICS_TOP_N={top_n}`; "
-        "one run per size on a 2-core machine shared with other work: the times are "
-        "indicative, the sizes exact). Every model got a snapshot at its creation; 50 of "
-        "them got a prediction and a feedback example before the measures.\n\n"
-        + "\n".join(lines)
-        + "\n"
+        "Measured by "
+        + ", ".join(f"`{command}`" for command in commands)
+        + " (linear-pa, 30 features; `LORENTZTRON_METRICS_TOP_N=100`; one run per column "
+        "on a 2-core machine shared with other work, load average 13-15: the times are "
+        "indicative, the sizes exact; `before` is the same script run against the commit "
+        "named, whose `GET /v1/models` answers every model). Every model got a snapshot at "
+        "its creation; 50 of them got a prediction and a feedback example before the "
+        "measures.\n\n" + "\n".join(lines) + "\n"
     )
 
 
@@ -174,20 +177,48 @@ def main() -> None:
     parser.add_argument("--models", type=int, nargs="+", default=[20_000])
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--top-n", type=int, default=100)
+    parser.add_argument("--label", default="after", help="the column's name in the table")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "many_models.json")
+    parser.add_argument("--doc", type=Path, default=DOC)
     parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument(
+        "--add",
+        type=Path,
+        help="instead of measuring, add the lines this script printed (a run of it against "
+        "another commit, say) to the table, under --label",
+    )
     args = parser.parse_args()
+    command = "python -m benchmarks.many_models --models " + " ".join(map(str, args.models))
+    if args.label != "after":
+        command += f" --label '{args.label}'"
     results = []
-    for count in args.models:
-        result = measure(count, args.threads, args.top_n)
+    if args.add is not None:
+        for line in args.add.read_text().splitlines():
+            if line.startswith("{"):
+                printed = json.loads(line)
+                printed.pop("label", None)
+                printed.pop("command", None)
+                results.append({"label": args.label, "command": command, **printed})
+    for count in args.models if args.add is None else ():
+        result = {
+            "label": args.label,
+            "command": command,
+            **measure(count, args.threads, args.top_n),
+        }
         print(json.dumps(result), flush=True)
         results.append(result)
     if args.no_docs:
         return
-    args.json.write_text(json.dumps(results, indent=1) + "\n")
-    command = "python -m benchmarks.many_models --models " + " ".join(map(str, args.models))
-    body = table(results, command, args.threads, args.top_n)
-    replace_section(DOC, "<!-- many_models:begin -->", "<!-- many_models:end -->", body, HEADER)
+    # the columns of other labels and sizes measured before stay
+    kept = json.loads(args.json.read_text()) if args.json.exists() else []
+    measured = {(r["label"], r["models"]) for r in results}
+    kept = [r for r in kept if (r["label"], r["models"]) not in measured] + results
+    kept.sort(key=lambda r: (not r["label"].startswith("before"), r["models"]))
+    args.json.write_text(json.dumps(kept, indent=1) + "\n")
+    body = table(kept)
+    replace_section(
+        args.doc, "<!-- many_models:begin -->", "<!-- many_models:end -->", body, HEADER
+    )
 
 
 if __name__ == "__main__":
