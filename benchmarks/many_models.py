@@ -160,15 +160,21 @@ def table(results: list[dict]) -> str:
             cells = [f"{r[key]:,}" for r in results]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     commands = sorted({r["command"] for r in results})
+    before = any(r["label"].startswith("before") for r in results)
     return (
         "Measured by "
         + ", ".join(f"`{command}`" for command in commands)
         + " (linear-pa, 30 features; `LORENTZTRON_METRICS_TOP_N=100`; one run per column "
-        "on a 2-core machine shared with other work, load average 13-15: the times are "
-        "indicative, the sizes exact; `before` is the same script run against the commit "
-        "named, whose `GET /v1/models` answers every model). Every model got a snapshot at "
-        "its creation; 50 of them got a prediction and a feedback example before the "
-        "measures.\n\n" + "\n".join(lines) + "\n"
+        "on a 2-core machine shared with other work: the times are indicative, the sizes "
+        "exact"
+        + (
+            "; `before` is the same script run against the commit named, whose "
+            "`GET /v1/models` answers every model"
+            if before
+            else ""
+        )
+        + "). Every model got a snapshot at its creation; 50 of them got a prediction and a "
+        "feedback example before the measures.\n\n" + "\n".join(lines) + "\n"
     )
 
 
