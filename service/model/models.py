@@ -128,11 +128,6 @@ class Models:
                 self.metrics.models.dec()
             return live
 
-    @property
-    def dormant(self) -> int:
-        """The models not restored yet (``recover``)."""
-        return len(self._dormant)
-
     def _limit(self) -> int:
         """The models the registry may hold: ``max_models`` less the dormant ones."""
         return self.settings.max_models - len(self._dormant)
