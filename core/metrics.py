@@ -238,7 +238,9 @@ class ProgressiveValidation:
     """Progressive-validation summary of a learner: every example is scored before it is
     learned. Keeps the accuracy (classification), the mean loss the model minimises and the
     RMSE (regression), cumulative and over the last ``window`` examples, in a ring buffer
-    updated one example or one batch at a time.
+    updated one example or one batch at a time. The buffer grows with the examples seen, up
+    to ``window`` columns: a process holding thousands of models that learned little pays
+    for what they learned, not 24 KB each (and ``get_state`` gives the columns filled).
 
     >>> metrics = ProgressiveValidation(window=2, loss="hinge")
     >>> metrics.update([True, False, True], [0.0, 1.5, 0.0])
@@ -256,14 +258,25 @@ class ProgressiveValidation:
         self.correct = 0
         self.loss_sum = 0.0
         self.squared_sum = 0.0
-        self.recent_ = np.zeros((3, window))  # correct, loss, squared error
+        #: correct, loss, squared error; ``min(n, window)`` columns at least (``_reserve``)
+        self.recent_ = np.zeros((3, 0))
         self.filled = 0  # examples in the window (fewer than min(n, window) after a resize)
+
+    def _reserve(self, k: int) -> None:
+        """Room for ``k`` more examples: until the ring wraps, position ``n`` is column
+        ``n``, so the buffer grows (doubling, at most ``window``) before the write."""
+        held = self.recent_.shape[1]
+        if held < self.window and self.n + k > held:
+            grown = np.zeros((3, min(self.window, max(self.n + k, 2 * held, 8))))
+            grown[:, :held] = self.recent_
+            self.recent_ = grown
 
     def update(self, correct, losses, squared=None) -> None:
         """Account for examples scored before they were learned (arrays, or sequences)."""
         k = len(losses)
         if k == 0:
             return
+        self._reserve(k)
         if k == 1:  # the common single example, in plain Python
             position = self.n % self.window
             hit, loss = bool(correct[0]), float(losses[0])
@@ -313,9 +326,16 @@ class ProgressiveValidation:
         }
 
     def get_state(self) -> dict:
-        """The running totals (scalars) and the window (``recent_``, shape (3, window))."""
+        """The running totals (scalars) and the window (``recent_``, shape (3, window), or
+        (3, max(n, 1)) before the window is full)."""
+        # the columns the examples seen fill (the whole window once it wrapped): a model
+        # that learned little saves little
+        width = self.window if self.n >= self.window else max(self.n, 1)
+        recent = np.zeros((3, width))
+        held = min(width, self.recent_.shape[1])
+        recent[:, :held] = self.recent_[:, :held]
         return {
-            "arrays": {"recent_": self.recent_.copy()},
+            "arrays": {"recent_": recent},
             "scalars": {
                 "n": self.n,
                 "filled": self.filled,
@@ -353,7 +373,7 @@ class ProgressiveValidation:
             )
         kept = min(filled, self.window)  # the newest examples, oldest first
         order = (n - kept + np.arange(kept)) % recent.shape[1]
-        self.recent_ = np.zeros((3, self.window))
+        self.recent_ = np.zeros((3, self.window if n >= self.window else n))
         self.recent_[:, (n - kept + np.arange(kept)) % self.window] = recent[:, order]
         self.n, self.filled, self.correct = n, kept, correct
         self.loss_sum, self.squared_sum = loss_sum, squared_sum

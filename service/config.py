@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     averaging_interval: int = Field(50_000, gt=0)
     #: Examples in the recent window of the progressive metrics.
     metrics_window: int = Field(1000, gt=0)
+    #: Models whose per-model series ``/metrics`` shows besides ``metrics_models``: those
+    #: whose snapshot is stale, then the busiest (most predictions and feedback since the
+    #: start). Every model counts in the
+    #: ``lorentztron_models_*`` aggregates; the others are read through the API.
+    metrics_top_n: int = Field(100, ge=0)
+    #: Models whose per-model series ``/metrics`` always shows (comma-separated names).
+    metrics_models: Annotated[list[str], NoDecode] = []
 
     #: Serve ``POST .../predict``, ``.../feedback`` and V2 ``.../infer`` through
     #: ``service.http.fastpath`` (same handlers and responses, without FastAPI's routing and
@@ -86,6 +93,10 @@ class Settings(BaseSettings):
     #: peak. See ``service.ops.cli.tune_malloc``.
     malloc_keep_freed: bool = True
 
+    #: Models restored at start-up before the service is ready (the first by name); the
+    #: others (``role=all``) are restored from their snapshot and log on first use, so that
+    #: a restart of a process holding many models takes seconds, not a minute.
+    eager_restore: int = Field(100, ge=0)
     #: Seconds a model request that arrives while the models are being restored (start-up)
     #: waits for them before it is answered 503 ``not_ready``.
     startup_wait: float = Field(30.0, ge=0)
@@ -143,7 +154,7 @@ class Settings(BaseSettings):
     #: Bearer keys allowed to read (predict, list). Empty: reads are open.
     read_keys: Annotated[list[str], NoDecode] = []
 
-    @field_validator("write_keys", "read_keys", mode="before")
+    @field_validator("write_keys", "read_keys", "metrics_models", mode="before")
     @classmethod
     def _split_keys(cls, value):
         if isinstance(value, str):

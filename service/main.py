@@ -167,7 +167,9 @@ def start_role(worker: SnapshotWorker, settings: Settings):
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     check_role(settings)
-    metrics = Metrics(snapshot_interval=settings.snapshot_interval)
+    metrics = Metrics(
+        settings.snapshot_interval, settings.metrics_top_n, frozenset(settings.metrics_models)
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

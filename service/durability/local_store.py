@@ -86,10 +86,11 @@ class LocalStore:
     def models(self) -> list[str]:
         if not self.directory.exists():
             return []
+        deleting = set(self.deleting())  # (read once: a start lists every model)
         return sorted(
             p.name
             for p in self.directory.iterdir()
-            if (p / "LATEST").exists() and p.name not in self.deleting()
+            if p.name not in deleting and (p / "LATEST").exists()
         )
 
     def incarnation(self, model: str) -> str | None:
@@ -136,7 +137,8 @@ def _atomic_write(path: Path, data: bytes | memoryview) -> None:
     as one large flush: on a journaling file system (ext4's ordered mode), an fsync of any
     other file, such as the feedback log's before each acknowledgement, waits for the dirty
     data before it, and a whole large snapshot pending there stalled feedback for hundreds
-    of milliseconds."""
+    of milliseconds. The last chunk goes with the file's ``fsync`` (one flush, not two: a
+    small file, such as a new model's first snapshot or ``LATEST``, costs one)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     view = memoryview(data).cast("B")
     with open(temporary, "wb", buffering=0) as handle:
@@ -144,7 +146,8 @@ def _atomic_write(path: Path, data: bytes | memoryview) -> None:
             chunk = view[start : start + SYNC_CHUNK]
             while chunk:
                 chunk = chunk[handle.write(chunk) :]
-            os.fdatasync(handle.fileno())
+            if start + SYNC_CHUNK < len(view):
+                os.fdatasync(handle.fileno())
         os.fsync(handle.fileno())
     os.replace(temporary, path)
     directory = os.open(path.parent, os.O_RDONLY)

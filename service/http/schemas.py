@@ -252,7 +252,11 @@ class ModelInfo(BaseModel):
 
 
 class ModelList(BaseModel):
-    models: list[ModelInfo]
+    models: list[ModelInfo] = Field(description="A page of the models, by name.")
+    next: str | None = Field(
+        None,
+        description="The cursor of the next page (`?after=` this name), null on the last page.",
+    )
 
 
 class SnapshotInfo(BaseModel):

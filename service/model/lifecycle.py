@@ -13,6 +13,10 @@ import enum
 import threading
 
 from service.exceptions import NotFound
+from service.model.locks import STRIPES, stripe
+
+#: the conditions lifecycles share (``service.model.locks``: a stripe each)
+_stripes = [threading.Condition(threading.Lock()) for _ in range(STRIPES)]
 
 
 class State(enum.Enum):
@@ -25,11 +29,13 @@ class State(enum.Enum):
 class Lifecycle:
     """The state of one model and the count of requests inside it. Thread-safe."""
 
+    __slots__ = ("_condition", "_inside", "_state", "name")
+
     def __init__(self, name: str):
         self.name = name
         self._state = State.CREATING
         self._inside = 0
-        self._condition = threading.Condition()
+        self._condition = stripe(_stripes)
 
     @property
     def state(self) -> State:

@@ -8,7 +8,9 @@ restored, deleted. Routes, the worker, the roles and recovery go through ``Model
   fails part-way, the tombstone stays: the worker and the next start finish it; the model
   never comes back. If the tombstone cannot be written, nothing changed (503).
 - **recover** (start-up): pending deletions are finished, then every model is restored from
-  its latest snapshot and its log replayed after the snapshot's position.
+  its latest snapshot and its log replayed after the snapshot's position; beyond
+  ``eager_restore`` models (role ``all``), the others stay dormant (their names held) and
+  are restored on first use (``get``), so that a start costs what is used, not the count.
 - **discover** (api replicas): models created or deleted by other processes appear or go.
 - **own** / **disown** (learners, ``service.scale.roles``): a learner restores the models whose
   lease it takes and lets go of those it loses or hands over (nothing is deleted).
@@ -22,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
@@ -89,11 +92,15 @@ class Models:
         self.writes_snapshots = settings.role != "api"
         #: one restore of a model another process created at a time (``discover``, ``get``)
         self._discovering = threading.Lock()
+        #: the models on the store not restored yet (``recover``): restored on first use
+        self._dormant: set[str] = set()
+        self._waking = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
     def get(self, name: str) -> LiveModel:
-        """The serving model of this name; NotFound otherwise."""
-        live = self.registry.get(name)
+        """The serving model of this name (restored now if it was dormant, or, in the api
+        role, if another process created it); NotFound otherwise."""
+        live = self._find(name)
         if live is None and not self.writes_snapshots:
             live = self._created_elsewhere(name)
         if live is None or not live.lifecycle.serving:
@@ -115,6 +122,49 @@ class Models:
             except Exception as error:  # the store: the poll tries again
                 log.warning("could not look model %s up: %s", name, error)
                 return None
+
+    def _find(self, name: str) -> LiveModel | None:
+        """The model holding the name, restored first if it is dormant."""
+        live = self.registry.get(name)
+        if live is None and name in self._dormant:
+            return self._wake(name)
+        return live
+
+    def _wake(self, name: str) -> LiveModel | None:
+        """Restore a dormant model (one at a time: two requests never build it twice); None
+        if it cannot be restored (logged: it is gone, as at start-up); Unavailable while the
+        store or the log cannot be read (it stays dormant)."""
+        with self._waking:
+            if name not in self._dormant:
+                return self.registry.get(name)
+            try:
+                live = self._restore(name, counted=True)
+            except (LogUnavailable, OSError, RedisError) as error:
+                raise Unavailable(
+                    "store_unavailable", f"model {name!r} could not be restored: {error}"
+                ) from None
+            self._dormant.discard(name)
+            if live is None:
+                self.metrics.models.dec()
+            return live
+
+    def _limit(self) -> int:
+        """The models the registry may hold: ``max_models`` less the dormant ones."""
+        return self.settings.max_models - len(self._dormant)
+
+    def page(self, after: str | None, limit: int) -> tuple[list[LiveModel], str | None]:
+        """The serving models of up to ``limit`` names after ``after`` (by name; the
+        dormant ones restored), and the cursor of the next page (None: the last)."""
+        names = self.registry.names()
+        if self._dormant:
+            names = sorted({*names, *self._dormant})
+        start = bisect_right(names, after) if after is not None else 0
+        page = names[start : start + limit]
+        lives = [self._find(name) for name in page]
+        more = start + limit < len(names)
+        return [live for live in lives if live is not None and live.lifecycle.serving], (
+            page[-1] if more and page else None
+        )
 
     def serving(self) -> list[LiveModel]:
         """Every serving model, by name."""
@@ -151,13 +201,13 @@ class Models:
         log fails: then it was not created); its answer, the model's ``view`` once saved.
         With an idempotency ``key``, the retry of a create that succeeded gets its answer
         again. ``state``: start from this snapshot state at ``version`` (an import)."""
-        existing = self.registry.get(spec.name)
+        existing = self._find(spec.name)
         if existing is not None:
             answer = existing.answers.get(key) if key is not None else None
             if answer is not None:
                 return answer.replay(key)
             raise Conflict("model_exists", f"a model named {spec.name!r} exists")
-        if self.registry.count >= self.settings.max_models:
+        if self.registry.count >= self._limit():
             raise Conflict("too_many_models", f"at most {self.settings.max_models} models")
         policy = policy_of(spec)
         spec = member_spec(spec)
@@ -174,7 +224,7 @@ class Models:
                 raise InvalidRequest(
                     "invalid_input", f"the model's state does not fit its spec: {error}"
                 ) from None
-        self.registry.add(live, self.settings.max_models, self.budget)
+        self.registry.add(live, self._limit(), self.budget)
         try:
             if spec.name in self.store.deleting():  # an earlier model's, not yet finished
                 self._remove_files(spec.name)
@@ -225,7 +275,7 @@ class Models:
 
     def delete(self, name: str) -> None:
         """Delete a model and its files (module docstring)."""
-        live = self.registry.get(name)
+        live = self._find(name)
         if live is None or not live.lifecycle.close():
             raise NotFound("model_not_found", f"no model named {name!r}")
         try:
@@ -364,7 +414,7 @@ class Models:
                 spec = spec.model_copy(update={"calibration": resolved})
             footprint = live.footprint()
             grown = Footprint(footprint.models + 1, footprint.nbytes + checked.nbytes)
-            self.registry.update(live, grown, self.settings.max_models, self.budget)
+            self.registry.update(live, grown, self._limit(), self.budget)
             live.group.add(live.new_member(spec, checked, challenger.name))
 
         return self._change(name, key, apply, view)
@@ -445,9 +495,7 @@ class Models:
                 checkpoint = group.checkpoint()
                 try:
                     apply(live)
-                    self.registry.update(
-                        live, live.footprint(), self.settings.max_models, self.budget
-                    )
+                    self.registry.update(live, live.footprint(), self._limit(), self.budget)
                 except BaseException:
                     group.rollback(checkpoint)
                     raise
@@ -485,8 +533,19 @@ class Models:
         self.finish_deletions()
         if self.settings.role == "learner":  # a learner restores the models it leases
             return
-        for name in self.store.models():
-            self._restore(name)
+        names = sorted(self.store.models())
+        lazy = self.settings.role == "all"  # (api replicas load every model's versions)
+        eager = names[: self.settings.eager_restore] if lazy else names
+        for name in eager:
+            if self.registry.get(name) is None:
+                self._restore(name)
+        dormant = {
+            name for name in names[len(eager) :] if self.registry.get(name) is None
+        } - self._dormant
+        self._dormant |= dormant
+        self.metrics.models.inc(len(dormant))
+        if dormant:
+            log.info("%d models restored, %d on first use", len(eager), len(dormant))
 
     def discover(self) -> None:
         """Roles: add the models another process created, drop those it deleted (or
@@ -521,9 +580,12 @@ class Models:
         if live is not None and live.lifecycle.serving:
             self._drop(live)
 
-    def _restore(self, name: str, fence: str | None = None) -> LiveModel | None:
+    def _restore(
+        self, name: str, fence: str | None = None, counted: bool = False
+    ) -> LiveModel | None:
         """Restore one model from its latest snapshot and replay its log after it (the api
-        role serves the snapshot); None (logged) if it cannot be restored."""
+        role serves the snapshot); None (logged) if it cannot be restored. ``counted``: the
+        model is already among the metrics' models (a dormant one)."""
         try:
             header, state = decode(self.store.load(name))
             spec = spec_from_json(header["spec"])
@@ -539,7 +601,7 @@ class Models:
             log.error("could not restore model %s: %s", name, error)
             return None
         live.lifecycle.serve()
-        self.metrics.track_model(live)
+        self.metrics.track_model(live, counted)
         log.info(
             "restored model %s at version %d (snapshot %d + %d log records)",
             name,

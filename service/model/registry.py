@@ -37,6 +37,13 @@ class Registry:
     def get(self, name: str) -> LiveModel | None:
         return self._models.get(name)
 
+    def names(self) -> list[str]:
+        """Every model's name, sorted."""
+        with self._lock:
+            names = list(self._models)
+        names.sort()
+        return names
+
     def models(self) -> list[LiveModel]:
         """Every model, by name."""
         with self._lock:

@@ -131,7 +131,15 @@ class History:
         """Take one sample now (the background task calls this every ``interval``)."""
         now = time.time() if now is None else now
         models = {}
-        for live in self._models.serving() if self._models is not None else []:
+        serving = self._models.serving() if self._models is not None else []
+        # the models a scrape shows (``Metrics.choose``): a sample of every model of a
+        # process holding 20,000 would keep gigabytes over the hour the page plots
+        shown = self.metrics.exported()
+        if shown is None:
+            shown = self.metrics.choose(live.name for live in serving)
+        for live in serving:
+            if live.name not in shown:
+                continue
             summary = live.champion.metrics()
             models[live.name] = {
                 "version": live.version,

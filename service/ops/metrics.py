@@ -2,13 +2,23 @@
 
 Metrics live in a registry owned by the app (not the process-global default), so that several
 apps in one process (tests) do not collide. Labels are bounded: ``endpoint`` is the route
-template, ``model`` is limited by ``max_models`` and removed when a model is deleted.
+template; ``model`` is removed when a model is deleted, and a scrape shows the per-model
+series of at most ``metrics_top_n`` models (the busiest: most predictions and feedback since
+the start) and those named in ``metrics_models``, so that a process holding 100,000 models
+answers a scrape of a few hundred kilobytes. Every per-model counter and histogram also has
+its aggregate over every model, ``lorentztron_models_*`` without the ``model`` label (and
+``lorentztron_models_*`` gauges sum or count what matters over every model); the other
+models' figures are read through the API (``GET /v1/models/{name}``).
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import platform
+import threading
 import time
+from bisect import bisect_left
 
 import numba
 import prometheus_client
@@ -21,6 +31,12 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.utils import floatToGoString
 
 from core import __version__
 from service.config import Settings
@@ -54,15 +70,163 @@ FRESHNESS_BUCKETS = (0.05, *(round(0.1 * k, 1) for k in range(1, 21)), 2.5, 3.0,
 TAKEOVER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
 
+class _Value:
+    """A counter's or gauge's value (and its aggregate's, for counters): a few slots, not
+    prometheus_client's child with its own lock, for every model of a process."""
+
+    __slots__ = ("family", "total", "value")
+
+    def __init__(self, family: ModelFamily, total: _Value | None):
+        self.family, self.total, self.value = family, total, 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        with self.family.lock:
+            self.value += amount
+            if self.total is not None:
+                self.total.value += amount
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
+
+    def get(self) -> float:
+        return self.value
+
+
+class _Buckets:
+    """A histogram's counts per bucket (not cumulative) and sum, and its aggregate's."""
+
+    __slots__ = ("counts", "family", "sum", "total")
+
+    def __init__(self, family: ModelFamily, total: _Buckets | None):
+        self.family, self.total = family, total
+        self.counts, self.sum = [0] * len(family.buckets), 0.0
+
+    def observe(self, value: float) -> None:
+        index = bisect_left(self.family.buckets, value)  # (le is inclusive)
+        with self.family.lock:
+            for held in (self, self.total) if self.total is not None else (self,):
+                held.counts[index] += 1
+                held.sum += value
+
+
+class ModelFamily:
+    """A metric whose first label is ``model``, as ``prometheus_client``'s ``labels`` /
+    ``remove`` know it, with small children; a scrape shows the models ``collect`` is given
+    (``Metrics.exported``). A counter or histogram keeps its aggregate over every model (by
+    its other labels), shown as ``lorentztron_models_<name>``; a model removed leaves its
+    counts in the aggregate, so that it never decreases."""
+
+    def __init__(self, kind: str, name: str, documentation: str, labelnames, buckets=()):
+        self.kind, self.name, self.documentation = kind, name, documentation
+        self.labelnames = tuple(labelnames)
+        self.buckets = (*(float(b) for b in buckets), math.inf) if kind == "histogram" else ()
+        self.lock = threading.Lock()
+        #: label values -> child, as prometheus_client names it
+        self._metrics: dict[tuple[str, ...], _Value | _Buckets] = {}
+        self._totals: dict[tuple[str, ...], _Value | _Buckets] = {}
+
+    def labels(self, *values) -> _Value | _Buckets:
+        key = tuple(str(value) for value in values)
+        child = self._metrics.get(key)
+        if child is None:
+            if len(key) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes the labels {self.labelnames}, got {key}")
+            make = _Buckets if self.kind == "histogram" else _Value
+            with self.lock:
+                total = None
+                if self.kind != "gauge":
+                    total = self._totals.get(key[1:])
+                    if total is None:
+                        total = self._totals[key[1:]] = make(self, None)
+                child = self._metrics.setdefault(key, make(self, total))
+        return child
+
+    def remove(self, *values) -> None:
+        with self.lock:
+            del self._metrics[tuple(str(value) for value in values)]
+
+    def forget(self, model: str) -> None:
+        """Remove every series of ``model``."""
+        with self.lock:
+            for key in [key for key in self._metrics if key[0] == model]:
+                del self._metrics[key]
+
+    def value(self, *values) -> float:
+        """A counter's or gauge's value (0 if it has none)."""
+        child = self._metrics.get(tuple(values))
+        return child.value if child is not None else 0.0
+
+    def collect(self, exported: set[str] | None) -> list:
+        """The family of the ``exported`` models (None: every model), then the aggregate."""
+        with self.lock:
+            children = [
+                (key, child)
+                for key, child in self._metrics.items()
+                if exported is None or key[0] in exported
+            ]
+            totals = list(self._totals.items())
+        families = [self._family(self.name, self.documentation, self.labelnames, children)]
+        if self.kind != "gauge":
+            families.append(
+                self._family(
+                    "lorentztron_models_" + self.name.removeprefix("lorentztron_"),
+                    f"{self.documentation} (every model of the process)",
+                    self.labelnames[1:],
+                    totals,
+                )
+            )
+        return families
+
+    def _family(self, name: str, documentation: str, labelnames, children):
+        if self.kind == "histogram":
+            family = HistogramMetricFamily(name, documentation, labels=labelnames)
+            for key, child in children:
+                cumulative, buckets = 0, []
+                for bound, count in zip(self.buckets, child.counts, strict=True):
+                    cumulative += count
+                    buckets.append((floatToGoString(bound), cumulative))
+                family.add_metric(list(key), buckets, child.sum)
+            return family
+        make = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
+        family = make(name, documentation, labels=labelnames)
+        for key, child in children:
+            family.add_metric(list(key), child.value)
+        return family
+
+
+class _ModelSeries:
+    """The collector of the per-model families (registered once on the app's registry)."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def collect(self):
+        exported = self.metrics.exported()
+        for family in self.metrics.model_families:
+            yield from family.collect(exported)
+
+
 class Metrics:
     """The service's metrics on their own CollectorRegistry; ``snapshot_interval`` is the
     configured one (``Settings.snapshot_interval``), exported for the alert on stale
-    snapshots."""
+    snapshots; ``top_n`` and ``models``: the per-model series a scrape shows (module
+    docstring; ``Settings.metrics_top_n``, ``Settings.metrics_models``)."""
 
     def __init__(
-        self, snapshot_interval: float = Settings.model_fields["snapshot_interval"].default
+        self,
+        snapshot_interval: float = Settings.model_fields["snapshot_interval"].default,
+        top_n: int = Settings.model_fields["metrics_top_n"].default,
+        models: frozenset[str] = frozenset(),
     ):
         self.registry = registry = CollectorRegistry()
+        self.top_n, self.named = top_n, frozenset(models)
+        self.model_families: list[ModelFamily] = []
+
+        def per_model(kind: str, name: str, documentation: str, labelnames, **options):
+            family = ModelFamily(kind, name, documentation, labelnames, **options)
+            self.model_families.append(family)
+            return family
+
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         p = "lorentztron_"
@@ -87,117 +251,100 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.predictions = Counter(
-            p + "predictions_total", "Instances scored.", ["model"], registry=registry
+        self.predictions = per_model(
+            "counter", p + "predictions_total", "Instances scored.", ["model"]
         )
-        self.feedback = Counter(
-            p + "feedback_examples_total",
-            "Labelled examples learned.",
-            ["model"],
-            registry=registry,
+        self.feedback = per_model(
+            "counter", p + "feedback_examples_total", "Labelled examples learned.", ["model"]
         )
-        self.updates = Counter(
-            p + "updates_total",
-            "Learning steps by outcome.",
-            ["model", "outcome"],
-            registry=registry,
+        self.updates = per_model(
+            "counter", p + "updates_total", "Learning steps by outcome.", ["model", "outcome"]
         )
-        self.accuracy = Gauge(
-            p + "progressive_accuracy_ratio",
-            "Progressive accuracy.",
-            ["model", "window"],
-            registry=registry,
+        self.accuracy = per_model(
+            "gauge", p + "progressive_accuracy_ratio", "Progressive accuracy.", ["model", "window"]
         )
-        self.loss = Gauge(
+        self.loss = per_model(
+            "gauge",
             p + "progressive_loss",
             "Progressive mean loss of the model (loss: hinge, log or squared).",
             ["model", "window", "loss"],
-            registry=registry,
         )
-        self.rmse = Gauge(
+        self.rmse = per_model(
+            "gauge",
             p + "progressive_rmse",
             "Progressive root mean squared error (regression models).",
             ["model", "window"],
-            registry=registry,
         )
         # a model's members (``service.model.group``): every member and variant
-        self.member_accuracy = Gauge(
+        self.member_accuracy = per_model(
+            "gauge",
             p + "member_progressive_accuracy_ratio",
             "Progressive accuracy of a member's variant (the champion's too).",
             ["model", "member", "variant", "window"],
-            registry=registry,
         )
-        self.member_loss = Gauge(
+        self.member_loss = per_model(
+            "gauge",
             p + "member_progressive_loss",
             "Progressive mean loss of a member's variant.",
             ["model", "member", "variant", "window", "loss"],
-            registry=registry,
         )
-        self.member_examples = Gauge(
+        self.member_examples = per_model(
+            "gauge",
             p + "member_examples_learned",
             "Examples a member learned.",
             ["model", "member"],
-            registry=registry,
         )
-        self.member_difference = Gauge(
+        self.member_difference = per_model(
+            "gauge",
             p + "member_error_difference",
             "Paired mean difference of a member variant's errors and the serving one's "
             "(negative: fewer errors).",
             ["model", "member", "variant"],
-            registry=registry,
         )
-        self.member_verdict = Gauge(
+        self.member_verdict = per_model(
+            "gauge",
             p + "member_verdict",
             "A member variant's comparison with what serves: 1 better, -1 worse, "
             "0 undecided (at the model's confidence).",
             ["model", "member", "variant"],
-            registry=registry,
         )
-        self.serving = Gauge(
+        self.serving = per_model(
+            "gauge",
             p + "member_serving",
             "1 for the member and variant that serve.",
             ["model", "member", "variant"],
-            registry=registry,
         )
-        self.promotion_auto = Gauge(
+        self.promotion_auto = per_model(
+            "gauge",
             p + "promotion_auto",
             "1 if a better challenger is promoted without an operator.",
             ["model"],
-            registry=registry,
         )
-        self.promotions = Counter(
+        self.promotions = per_model(
+            "counter",
             p + "promotions_total",
             "Promotions of a member (by an operator or the policy).",
             ["model"],
-            registry=registry,
         )
-        self.drift_detections = Counter(
+        self.drift_detections = per_model(
+            "counter",
             p + "drift_detections_total",
             "Degradations a model's drift detector detected.",
             ["model"],
-            registry=registry,
         )
-        self.paused = Gauge(
-            p + "learning_paused",
-            "1 while a model's learning is paused.",
-            ["model"],
-            registry=registry,
+        self.paused = per_model(
+            "gauge", p + "learning_paused", "1 while a model's learning is paused.", ["model"]
         )
-        self.backlog = Gauge(
+        self.backlog = per_model(
+            "gauge",
             p + "learning_backlog_records",
             "Feedback records logged while learning is paused, not learned yet.",
             ["model"],
-            registry=registry,
         )
-        self.parameter_norm = Gauge(
-            p + "parameter_norm",
-            "Frobenius norm of the live parameters.",
-            ["model"],
-            registry=registry,
+        self.parameter_norm = per_model(
+            "gauge", p + "parameter_norm", "Frobenius norm of the live parameters.", ["model"]
         )
-        self.model_version = Gauge(
-            p + "model_version", "Version served.", ["model"], registry=registry
-        )
+        self.model_version = per_model("gauge", p + "model_version", "Version served.", ["model"])
         self.models = Gauge(p + "models", "Live models.", registry=registry)
         self.pending = Gauge(
             p + "pending_predictions", "Prediction ids awaiting feedback.", registry=registry
@@ -223,30 +370,30 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
-        self.snapshot_duration = Histogram(
+        self.snapshot_duration = per_model(
+            "histogram",
             p + "snapshot_duration_seconds",
             "Time to write a snapshot.",
             ["model"],
             buckets=SNAPSHOT_BUCKETS,
-            registry=registry,
         )
-        self.snapshot_size = Gauge(
-            p + "snapshot_size_bytes", "Size of the last snapshot.", ["model"], registry=registry
+        self.snapshot_size = per_model(
+            "gauge", p + "snapshot_size_bytes", "Size of the last snapshot.", ["model"]
         )
-        self.snapshot_time = Gauge(
+        self.snapshot_time = per_model(
+            "gauge",
             p + "snapshot_last_success_timestamp_seconds",
             "Unix time of the last successful snapshot.",
             ["model"],
-            registry=registry,
         )
-        self.snapshot_age = Gauge(
+        self.snapshot_age = per_model(
+            "gauge",
             p + "snapshot_age_seconds",
             "Seconds since the last successful snapshot (since creation if none yet).",
             ["model"],
-            registry=registry,
         )
-        self.snapshot_failures = Counter(
-            p + "snapshot_failures_total", "Failed snapshot attempts.", ["model"], registry=registry
+        self.snapshot_failures = per_model(
+            "counter", p + "snapshot_failures_total", "Failed snapshot attempts.", ["model"]
         )
         self.snapshot_interval = Gauge(
             p + "snapshot_interval_seconds",
@@ -255,6 +402,7 @@ class Metrics:
             registry=registry,
         )
         self.snapshot_interval.set(snapshot_interval)
+        self._interval = snapshot_interval
         self.store_up = Gauge(
             p + "snapshot_store_up",
             "1 if the snapshot store answered the last check.",
@@ -264,23 +412,23 @@ class Metrics:
             p + "start_time_seconds", "Unix start time of the service.", registry=registry
         )
         # -- the feedback log (durability) and the api/learner roles ----------------------
-        self.log_failures = Counter(
+        self.log_failures = per_model(
+            "counter",
             p + "log_append_failures_total",
             "Feedback requests refused because the feedback log could not be written.",
             ["model"],
-            registry=registry,
         )
-        self.log_unsnapshotted = Gauge(
+        self.log_unsnapshotted = per_model(
+            "gauge",
             p + "log_unsnapshotted_records",
             "Log records learned since the model's last snapshot (replayed after a crash).",
             ["model"],
-            registry=registry,
         )
-        self.replayed = Counter(
+        self.replayed = per_model(
+            "counter",
             p + "log_replayed_records_total",
             "Log records learned by replay (start-up recovery, or the learner consuming).",
             ["model"],
-            registry=registry,
         )
         self.replay_duration = Histogram(
             p + "log_replay_duration_seconds",
@@ -288,25 +436,25 @@ class Metrics:
             buckets=SNAPSHOT_BUCKETS,
             registry=registry,
         )
-        self.freshness = Histogram(
+        self.freshness = per_model(
+            "histogram",
             p + "freshness_seconds",
             "Delay from an acknowledged feedback to this process serving a model that "
             "includes it (api replicas: per loaded version, for its oldest new record).",
             ["model"],
             buckets=FRESHNESS_BUCKETS,
-            registry=registry,
         )
-        self.published = Counter(
+        self.published = per_model(
+            "counter",
             p + "published_versions_total",
             "Model versions published by the learner / loaded by an api replica.",
             ["model"],
-            registry=registry,
         )
-        self.model_owner = Gauge(
+        self.model_owner = per_model(
+            "gauge",
             p + "model_owner",
             "1 for each model this learner owns (holds the lease of), labelled with its id.",
             ["model", "learner"],
-            registry=registry,
         )
         self.lease_acquisitions = Counter(
             p + "lease_acquisitions_total", "Model leases taken by this learner.", registry=registry
@@ -352,6 +500,37 @@ class Metrics:
             registry=registry,
         )
         self.started.set(time.time())
+        self.exported_models = Gauge(
+            p + "metrics_exported_models",
+            "Models whose per-model series this process shows (LORENTZTRON_METRICS_TOP_N, "
+            "LORENTZTRON_METRICS_MODELS); every model counts in the lorentztron_models_* "
+            "aggregates.",
+            registry=registry,
+        )
+        self.models_paused = Gauge(
+            p + "models_learning_paused",
+            "Models whose learning is paused (every model of the process).",
+            registry=registry,
+        )
+        self.models_backlog = Gauge(
+            p + "models_learning_backlog_records",
+            "Feedback records logged while learning is paused, not learned yet (every model).",
+            registry=registry,
+        )
+        self.models_unsnapshotted = Gauge(
+            p + "models_log_unsnapshotted_records",
+            "Log records learned since the models' last snapshots (every model).",
+            registry=registry,
+        )
+        self.models_stale = Gauge(
+            p + "models_snapshot_stale",
+            "Models that learned since their last snapshot, taken more than 3 snapshot "
+            "intervals (at least a minute) ago: LorentztronSnapshotStale for every model.",
+            registry=registry,
+        )
+        registry.register(_ModelSeries(self))
+        #: the models whose series the last scrape showed (None: not chosen yet)
+        self._exported: set[str] | None = None
         self._expired_seen = 0
         self._evicted_seen = 0
         self._log_failures_seen: dict[str, int] = {}
@@ -408,16 +587,20 @@ class Metrics:
         self._evicted_seen = cache.evicted
 
     def observe_model(self, live) -> None:
+        """Refresh the model's gauges (and counters kept by the model) for a scrape."""
         summary = live.champion.metrics()
         name = live.name
         self.observe_members(live)
+        self._count_events(live)
+        record = live.record
         self.model_version.labels(name).set(live.version)
-        self.log_unsnapshotted.labels(name).set(live.record.records_since_snapshot)
-        failures = live.journal.failures if live.journal is not None else 0
-        seen = self._log_failures_seen.get(name, 0)
-        if failures > seen:
-            self.log_failures.labels(name).inc(failures - seen)
-            self._log_failures_seen[name] = failures
+        self.log_unsnapshotted.labels(name).set(record.records_since_snapshot)
+        self.snapshot_age.labels(name).set(
+            time.time() - (record.last_snapshot_at or live.created_at)
+        )
+        # (at 0 from the start, so that ``increase()`` sees a model's first promotion or drift)
+        self.promotions.labels(name)
+        self.drift_detections.labels(name)
         for window, prefix in (("cumulative", ""), ("recent", "recent_")):
             if summary[prefix + "accuracy"] is not None:
                 self.accuracy.labels(name, window).set(summary[prefix + "accuracy"])
@@ -471,6 +654,78 @@ class Metrics:
         self.promotion_auto.labels(name).set(1 if policy.promotion.auto else 0)
         self.paused.labels(name).set(1 if group.paused else 0)
         self.backlog.labels(name).set(live.record.backlog)
+
+    def track_model(self, live, counted: bool = False) -> None:
+        """Count a new model (its series are made when something happens to it, or when a
+        scrape shows it); ``counted``: it was already (a dormant model restored)."""
+        if not counted:
+            self.models.inc()
+
+    # -- the models a scrape shows -------------------------------------------------------
+    def exported(self) -> set[str] | None:
+        """The models whose per-model series a scrape shows: those the last ``observe_models``
+        chose (None: every model, until a scrape chose)."""
+        return self._exported
+
+    def choose(self, names, stale: frozenset[str] = frozenset()) -> set[str]:
+        """``metrics_models`` and ``metrics_top_n`` others of ``names``: the ``stale`` ones
+        first (the models ``LorentztronSnapshotStale`` is about), then the busiest (most
+        predictions and feedback examples since the start; ties by name)."""
+        names = list(names)
+        named = {name for name in names if name in self.named}
+        if len(names) - len(named) <= self.top_n:
+            return set(names)
+        predicted, learned = self.predictions.value, self.feedback.value
+        busiest = heapq.nsmallest(
+            self.top_n,
+            (name for name in names if name not in named),
+            key=lambda name: (name not in stale, -(predicted(name) + learned(name)), name),
+        )
+        return named | set(busiest)
+
+    def observe_models(self, models: list) -> None:
+        """A scrape: the aggregates over every model of ``models`` (the serving ones), then
+        the series of the models it shows (``choose``), whose gauges are refreshed."""
+        now = time.time()
+        stale_after = max(3 * self._interval, 60.0)
+        paused = backlog = unsnapshotted = 0
+        stale = set()
+        for live in models:
+            record = live.record
+            paused += live.group.paused
+            backlog += record.backlog
+            unsnapshotted += record.records_since_snapshot
+            if record.records_since_snapshot and (
+                now - (record.last_snapshot_at or live.created_at) > stale_after
+            ):
+                stale.add(live.name)
+            self._count_events(live)
+        self.models_paused.set(paused)
+        self.models_backlog.set(backlog)
+        self.models_unsnapshotted.set(unsnapshotted)
+        self.models_stale.set(len(stale))
+        exported = self.choose((live.name for live in models), frozenset(stale))
+        for live in models:
+            if live.name in exported:
+                self.observe_model(live)
+        for family in self.model_families:  # (gauges of models no longer shown go)
+            if family.kind == "gauge" and family is not self.model_owner:
+                for labels in list(family._metrics):
+                    if labels[0] not in exported:
+                        family.remove(*labels)
+        self._exported = exported
+        self.exported_models.set(len(exported))
+
+    def _count_events(self, live) -> None:
+        """The model's counters that the model keeps itself (log append failures,
+        promotions, drift detections), counted since the last look."""
+        name = live.name
+        failures = live.journal.failures if live.journal is not None else 0
+        seen = self._log_failures_seen.get(name, 0)
+        if failures > seen:
+            self.log_failures.labels(name).inc(failures - seen)
+            self._log_failures_seen[name] = failures
+        group = live.group
         for counter, seen_key, value in (
             (self.promotions, "promotions", group.promotions),
             (self.drift_detections, "detections", group.detections),
@@ -478,18 +733,8 @@ class Metrics:
             seen = self._group_seen.get((name, seen_key), 0)
             if value > seen:
                 counter.labels(name).inc(value - seen)
-            self._group_seen[name, seen_key] = value
-
-    def track_model(self, live) -> None:
-        """Start the series of a new model (age is computed at scrape time)."""
-        self.model_version.labels(live.name).set(live.version)
-        self.snapshot_age.labels(live.name).set_function(
-            lambda: time.time() - (live.record.last_snapshot_at or live.created_at)
-        )
-        self.models.inc()
-        # (at 0 from the start, so that ``increase()`` sees a model's first promotion or drift)
-        self.promotions.labels(live.name)
-        self.drift_detections.labels(live.name)
+            if value != seen:
+                self._group_seen[name, seen_key] = value
 
     def not_owner(self, name: str, learner: str) -> None:
         """A learner no longer owns the model: its owner series goes."""
@@ -503,43 +748,10 @@ class Metrics:
         self._log_failures_seen.pop(name, None)
         self._learn_children.pop(name, None)
         self._predict_children.pop(name, None)
-        for key in [k for k in self._group_seen if k[0] == name]:
-            del self._group_seen[key]
-        for metric in (
-            self.member_accuracy,
-            self.member_loss,
-            self.member_examples,
-            self.member_difference,
-            self.member_verdict,
-            self.serving,
-            self.promotion_auto,
-            self.promotions,
-            self.drift_detections,
-            self.paused,
-            self.backlog,
-            self.predictions,
-            self.feedback,
-            self.parameter_norm,
-            self.model_version,
-            self.snapshot_age,
-            self.snapshot_duration,
-            self.snapshot_size,
-            self.snapshot_time,
-            self.snapshot_failures,
-            self.updates,
-            self.accuracy,
-            self.loss,
-            self.rmse,
-            self.log_failures,
-            self.log_unsnapshotted,
-            self.replayed,
-            self.freshness,
-            self.published,
-            self.model_owner,
-        ):
-            for labels in list(metric._metrics):
-                if labels[0] == name:
-                    metric.remove(*labels)
+        self._group_seen.pop((name, "promotions"), None)
+        self._group_seen.pop((name, "detections"), None)
+        for family in self.model_families:
+            family.forget(name)
 
 
 def _members_view(live) -> list:

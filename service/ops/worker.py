@@ -134,7 +134,13 @@ class SnapshotWorker:
         refresh_norms = time.monotonic() >= self._norms_due
         if refresh_norms:
             self._norms_due = time.monotonic() + NORM_PERIOD
-        for live in self.models.serving():
+        serving = self.models.serving()
+        exported = self.metrics.exported()
+        if exported is None:
+            exported = self.metrics.choose(live.name for live in serving)
+        for live in serving:
+            if live.name not in exported:  # (a scrape refreshes what it shows)
+                continue
             if refresh_norms:
                 self.metrics.parameter_norm.labels(live.name).set(live.parameter_norm())
             self.metrics.observe_model(live)

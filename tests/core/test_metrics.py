@@ -185,3 +185,37 @@ def test_progressive_validation_states_it_reaches_load():
     other.set_state(state)
     assert other.get_state()["scalars"] == state["scalars"]
     assert np.array_equal(other.recent_, metrics.recent_)
+
+
+def test_progressive_window_grows_with_the_examples_it_saw():
+    """A metric holds and saves columns for the examples it saw (up to the window), not the
+    whole window from the start (a process holds thousands of models that learned little);
+    its summaries and its state are those of a full ring buffer (a plain list here)."""
+    rng = np.random.default_rng(3)
+    window = 50
+    metrics = ProgressiveValidation(window=window, loss="squared", regression=True)
+    assert metrics.recent_.nbytes == 0
+    seen = []  # (correct, loss, squared error) of every example, in order
+    for size in (1, 1, 3, 1, 7, 2, 30, 1, 1, 60, 5):
+        correct, losses, squared = rng.random(size) < 0.5, rng.random(size), rng.random(size)
+        metrics.update(correct, losses, squared)
+        seen.extend(zip(correct.astype(float), losses, squared, strict=True))
+        n = len(seen)
+        assert min(n, window) <= metrics.recent_.shape[1] <= window
+        ring = np.zeros((3, window))
+        for position, terms in enumerate(seen):
+            ring[:, position % window] = terms
+        state = metrics.get_state()
+        width = window if n >= window else n  # (the columns filled: a young model saves few)
+        assert np.array_equal(state["arrays"]["recent_"], ring[:, :width])
+        kept = min(n, window)  # (the means as a full buffer gives them, bit for bit)
+        recent = ring[:, (n - kept + np.arange(kept)) % window].mean(axis=1)
+        summary = metrics.summary()
+        assert summary["recent_loss"] == recent[1]
+        assert summary["recent_rmse"] == np.sqrt(recent[2])
+        restored = ProgressiveValidation(window=window, loss="squared", regression=True)
+        restored.set_state(state)
+        assert restored.summary() == summary
+        assert restored.recent_.shape[1] == width
+        assert np.array_equal(restored.get_state()["arrays"]["recent_"], ring[:, :width])
+    assert metrics.recent_.shape == (3, window)

@@ -52,8 +52,7 @@ def metrics(app: App) -> Response:
     """Prometheus metrics."""
     app.metrics.observe_cache(app.cache)
     serving = app.models.serving()
-    for live in serving:
-        app.metrics.observe_model(live)
+    app.metrics.observe_models(serving)
     registry = app.metrics.registry
     if multiprocess.enabled():  # serve --workers N: every worker's, from their files
         names = {live.name for live in serving}

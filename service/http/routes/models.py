@@ -1,8 +1,9 @@
 """Create, list, inspect, export, import and delete models."""
 
 import logging
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from service.durability.idempotency import HEADER, answer_headers, key_of
@@ -26,6 +27,8 @@ MODEL_FILE_TYPES = (MEDIA_TYPE, "application/octet-stream")
 #: pydantic parses a body in one call that holds the GIL, so a body of megabytes would hold
 #: the event loop even from a handler thread
 CREATE_BODY_BYTES = 1 << 20
+#: the most models a page of the list holds (and the default page)
+PAGE = 1000
 
 #: the route options of what creates a model (a create, an import)
 CREATES = {
@@ -62,11 +65,19 @@ def _create(app: Components, content_type: str | None, header: str | None, data:
     return spec.name, app.models.create(spec, model_info, key)
 
 
-@router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403))
-def list_models(app: App) -> dict:
-    """Every live model with its counters and progressive metrics. A model whose info cannot
-    be built (a bug) is left out of the list, and logged with its error."""
-    return {"models": [info for info in map(_info, app.models.serving()) if info is not None]}
+@router.get("", response_model=ModelList, dependencies=[Read], responses=errors(401, 403, 422))
+def list_models(
+    app: App,
+    limit: Annotated[int, Query(ge=1, le=PAGE, description="Models in the page.")] = PAGE,
+    after: Annotated[
+        str | None, Query(description="The cursor: the page starts after this name.")
+    ] = None,
+) -> dict:
+    """The live models by name, a page at a time, with their counters and progressive
+    metrics; `next` is the cursor of the next page (null: the last). A model whose info
+    cannot be built (a bug) is left out of the page, and logged with its error."""
+    lives, cursor = app.models.page(after, limit)
+    return {"models": [info for info in map(_info, lives) if info is not None], "next": cursor}
 
 
 def _info(live) -> dict | None:

@@ -17,11 +17,18 @@ router = APIRouter(tags=["status"])
 
 @router.get("/v1/status/history", dependencies=[Read])
 def status_history(app: App, request: Request) -> dict:
-    """Live models (members side by side, drift, learning) and the sampled history."""
+    """Live models (members side by side, drift, learning; beyond `METRICS_TOP_N`, those
+    `/metrics` shows) and the sampled history."""
     history = request.app.state.history
     models = []
     now = time.time()
-    for live in app.models.serving():
+    serving = app.models.serving()
+    shown = app.metrics.exported()  # (the models a scrape shows, when there are many)
+    if shown is None:
+        shown = app.metrics.choose(live.name for live in serving)
+    for live in serving:
+        if live.name not in shown:
+            continue
         models.append(
             live.describe(model_status)
             | {"snapshot_age_seconds": now - (live.record.last_snapshot_at or live.created_at)}

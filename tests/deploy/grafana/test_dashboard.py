@@ -197,11 +197,7 @@ def test_model_variable_lists_a_per_model_metric():
     assert model["type"] == "query" and model["multi"] and model["includeAll"]
     metric = re.fullmatch(r"label_values\((\w+)(\{[^}]*\})?, model\)", model["query"])
     assert metric, model["query"]
-    per_model = {
-        collector._name
-        for collector in vars(Metrics()).values()
-        if "model" in getattr(collector, "_labelnames", ())
-    }
+    per_model = {family.name for family in Metrics().model_families}
     assert metric.group(1) in per_model
     # every per-model panel follows the selection
     for panel in panels(dashboard()):
@@ -287,7 +283,7 @@ def test_state_panels_name_the_values_the_service_exports():
         0: "undecided",
         -1: "worse",
     }
-    assert "1 better, -1 worse, 0 undecided" in Metrics().member_verdict._documentation
+    assert "1 better, -1 worse, 0 undecided" in Metrics().member_verdict.documentation
     # only what serves is plotted (== 1), one bar per member and variant while it serves
     assert timelines["lorentztron_member_serving"]["targets"][0]["expr"].endswith("== 1")
     assert value_mapping(timelines["lorentztron_member_serving"]) == {1: "serves"}

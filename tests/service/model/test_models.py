@@ -174,10 +174,12 @@ def test_the_memory_budget_refuses_a_model_before_building_it(settings):
         create(client, name="b", **spec)
 
 
-def test_the_restore_skips_an_unreadable_model_and_restores_the_others(settings, caplog):
-    """At start-up a model whose snapshot breaks the schema (its service part) or names
-    parameters out of range is left out with a logged error; every other model is
-    restored and served, and the list answers."""
+@pytest.mark.parametrize("eager", [100, 0])
+def test_the_restore_skips_an_unreadable_model_and_restores_the_others(settings, caplog, eager):
+    """At start-up (or at first use: beyond ``eager_restore`` models) a model whose snapshot
+    breaks the schema (its service part) or names parameters out of range is left out with
+    a logged error; every other model is restored and served, and the list answers."""
+    settings = settings.model_copy(update={"eager_restore": eager})
     with TestClient(create_app(settings)) as client:
         for name in ("a", "b", "c"):
             create(client, name=name)
@@ -195,5 +197,6 @@ def test_the_restore_skips_an_unreadable_model_and_restores_the_others(settings,
         assert [m["name"] for m in listed.json()["models"]] == ["b"]
         assert client.get("/v1/models/a").status_code == 404
         assert client.get("/v1/models/b").json()["examples_learned"] == 0
+        assert "lorentztron_models 1.0" in client.get("/metrics").text
     assert "could not restore model a" in caplog.text
     assert "could not restore model c" in caplog.text

@@ -94,3 +94,18 @@ def test_lifespan_samples_the_live_models(settings):
         last = samples[-1]["models"]["m"]
         assert last["version"] == 1 and last["examples"] == 1 and last["loss_kind"] == "hinge"
     assert app.state.history._task is None  # stopped with the app
+
+
+def test_samples_hold_the_models_a_scrape_shows(settings):
+    """With more models than ``metrics_top_n``, a sample holds the models a scrape shows,
+    not every model (a sample every 5 s for an hour of 20,000 models would be gigabytes)."""
+    app = create_app(settings.model_copy(update={"metrics_top_n": 1}))
+    with TestClient(app) as client:
+        for name in ("a", "b", "c"):
+            create(client, name)
+        example = {"examples": [{"x": [1.0, 0.0, 0.0], "label": 1}]}
+        assert client.post("/v1/models/b/feedback", json=example).status_code == 200
+        history = app.state.history  # (sampling the app's models)
+        assert set(history.sample()["models"]) == {"b"}  # the busiest
+        client.get("/metrics")
+        assert set(history.sample()["models"]) == {"b"}
