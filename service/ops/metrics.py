@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import platform
 import threading
 import time
@@ -194,6 +195,45 @@ class ModelFamily:
         return family
 
 
+class _SharedFamily:
+    """``ModelFamily``'s interface over prometheus_client's own metric, for the processes of
+    ``serve --workers N`` (``PROMETHEUS_MULTIPROC_DIR`` set): its values go to the process's
+    files, which a scrape merges and bounds (``service.ops.multiprocess.registry``: the
+    models shown and the ``lorentztron_models_*`` aggregates), so it collects nothing here."""
+
+    def __init__(self, kind: str, name: str, documentation: str, labelnames, buckets=()):
+        self.kind, self.name = kind, name
+        if kind == "histogram":
+            self.metric = prometheus_client.Histogram(
+                name, documentation, labelnames, buckets=buckets, registry=None
+            )
+        elif kind == "counter":
+            self.metric = prometheus_client.Counter(name, documentation, labelnames, registry=None)
+        else:
+            self.metric = Gauge(name, documentation, labelnames, registry=None)
+
+    @property
+    def _metrics(self) -> dict:
+        return self.metric._metrics
+
+    def labels(self, *values):
+        return self.metric.labels(*values)
+
+    def remove(self, *values) -> None:
+        self.metric.remove(*values)
+
+    def forget(self, model: str) -> None:
+        for key in [key for key in list(self.metric._metrics) if key[0] == model]:
+            self.metric.remove(*key)
+
+    def value(self, *values) -> float:
+        child = self.metric._metrics.get(tuple(values))
+        return child._value.get() if child is not None else 0.0
+
+    def collect(self, exported) -> list:
+        return []
+
+
 class _ModelSeries:
     """The collector of the per-model families (registered once on the app's registry)."""
 
@@ -220,10 +260,13 @@ class Metrics:
     ):
         self.registry = registry = CollectorRegistry()
         self.top_n, self.named = top_n, frozenset(models)
-        self.model_families: list[ModelFamily] = []
+        self.model_families: list[ModelFamily | _SharedFamily] = []
+
+        shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))  # serve --workers N
 
         def per_model(kind: str, name: str, documentation: str, labelnames, **options):
-            family = ModelFamily(kind, name, documentation, labelnames, **options)
+            make = _SharedFamily if shared else ModelFamily
+            family = make(kind, name, documentation, labelnames, **options)
             self.model_families.append(family)
             return family
 
@@ -666,6 +709,15 @@ class Metrics:
         """The models whose per-model series a scrape shows: those the last ``observe_models``
         chose (None: every model, until a scrape chose)."""
         return self._exported
+
+    def aggregated(self) -> frozenset[str]:
+        """The per-model counters and histograms shown summed over every model as well (by
+        their collected names: a counter's without ``_total``)."""
+        return frozenset(
+            family.name.removesuffix("_total")
+            for family in self.model_families
+            if family.kind != "gauge"
+        )
 
     def choose(self, names, stale: frozenset[str] = frozenset()) -> set[str]:
         """``metrics_models`` and ``metrics_top_n`` others of ``names``: the ``stale`` ones

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.samples import Sample
 
@@ -68,19 +69,24 @@ class _Relabelled:
             yield metric
 
 
-def registry(models: set[str], build_info) -> CollectorRegistry:
-    """A registry of every worker's metrics (``models``: the names this process holds;
-    ``build_info``: this process's, which the files do not hold)."""
+def registry(models: set[str] | None, build_info, aggregated=frozenset()) -> CollectorRegistry:
+    """A registry of every worker's metrics (``models``: the names whose per-model series
+    the scrape shows, None: every one; ``build_info``: this process's, which the files do not hold;
+    ``aggregated``: the per-model counters and histograms also shown summed over every
+    model, as ``lorentztron_models_*``, as one process shows them)."""
     merged: dict[str, object] = {}
     for role, directory in roles().items():
         if not directory.is_dir():
             continue
         labels = {"process": role} if role else {}
         for metric in MultiProcessCollector(None, str(directory)).collect():
+            if metric.name in aggregated:
+                total = _aggregate(metric, labels)
+                merged.setdefault(total.name, []).append(total)
             metric.samples = [
                 s._replace(labels={**s.labels, **labels})
                 for s in metric.samples
-                if s.labels.get("model") in (None, *models)
+                if models is None or s.labels.get("model") in (None, *models)
             ]
             merged.setdefault(metric.name, []).append(metric)
         for pid in _live_pids(directory):
@@ -94,6 +100,25 @@ def registry(models: set[str], build_info) -> CollectorRegistry:
     result.register(_Fixed([m for group in merged.values() for m in _join(group)]))
     result.register(build_info)
     return result
+
+
+def _aggregate(metric, labels: dict[str, str]) -> Metric:
+    """``metric`` summed over its ``model`` label (the models deleted included: their
+    counts never go back), named ``lorentztron_models_*``."""
+
+    def renamed(name: str) -> str:
+        return "lorentztron_models_" + name.removeprefix("lorentztron_")
+
+    totals: dict[tuple, float] = {}
+    for s in metric.samples:
+        key = (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "model")))
+        totals[key] = totals.get(key, 0.0) + s.value
+    total = Metric(renamed(metric.name), f"{metric.documentation} (every model)", metric.type)
+    total.samples = [
+        Sample(renamed(name), {**dict(pairs), **labels}, value)
+        for (name, pairs), value in totals.items()
+    ]
+    return total
 
 
 def _join(metrics: list) -> list:

@@ -55,6 +55,7 @@ def metrics(app: App) -> Response:
     app.metrics.observe_models(serving)
     registry = app.metrics.registry
     if multiprocess.enabled():  # serve --workers N: every worker's, from their files
-        names = {live.name for live in serving}
-        registry = multiprocess.registry(names, app.metrics.build_info)
+        registry = multiprocess.registry(
+            app.metrics.exported(), app.metrics.build_info, app.metrics.aggregated()
+        )
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

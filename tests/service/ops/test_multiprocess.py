@@ -74,3 +74,25 @@ def test_every_process_reaches_the_scrape_labelled_by_role(monkeypatch, tmp_path
     assert pids == {str(os.getpid()), str(os.getppid()), "1"}
     assert ("lorentztron_build_info", ()) not in found  # (it has labels: the versions)
     assert any(k[0] == "lorentztron_build_info" for k in found)
+
+
+def test_per_model_series_are_bounded_and_summed_over_every_model(monkeypatch, tmp_path):
+    """Under ``serve --workers N`` the per-model series live in the processes' files: a
+    scrape shows those of the models ``Metrics.exported`` chose, and the counters and
+    histograms summed over every model (``lorentztron_models_*``), as one process does."""
+    (tmp_path / "api").mkdir()
+    for pid in (os.getpid(), os.getppid()):
+        metrics = as_process(monkeypatch, tmp_path, "api", pid)
+        for name in ("busy", "quiet", "idle"):
+            metrics.predictions.labels(name).inc(10 if name == "busy" else 1)
+        metrics.freshness.labels("busy").observe(0.3)
+    assert metrics.predictions.value("busy") == 10  # this process's own count
+    shown = {"busy"}
+    registry = multiprocess.registry(shown, metrics.build_info, metrics.aggregated())
+    found = samples(generate_latest(registry).decode())
+    api = ("process", "api")
+    predictions = {k: v for k, v in found.items() if k[0] == "lorentztron_predictions_total"}
+    assert predictions == {("lorentztron_predictions_total", (("model", "busy"), api)): 20}
+    assert found["lorentztron_models_predictions_total", (api,)] == 24  # every model's
+    assert found["lorentztron_models_freshness_seconds_count", (api,)] == 2
+    assert "lorentztron_models_model_version" not in {k[0] for k in found}  # (a gauge)
