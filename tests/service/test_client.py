@@ -312,6 +312,25 @@ def test_feedback_splits_examples_into_requests_of_at_most_max_batch(tmp_path):
             assert scores(client, "async") == scores(client, "one")
 
 
+def test_models_follows_the_pages_of_the_list(tmp_path):
+    """``models()`` reads every page of ``GET /v1/models`` (at most 1,000 models a page),
+    following ``next``: here pages of 2 over 5 models."""
+    settings = Settings(snapshot_dir=tmp_path / "snapshots", snapshot_interval=3600)
+    with ServerThread(create_app(settings)) as running:
+        names = [f"m{i}" for i in range(5)]
+        with lz.Client(running.url) as client:
+            for name in reversed(names):
+                client.create(name, kind="linear-pa", n_features=2)
+            assert [m["name"] for m in client.models(page=2)] == names
+            assert [m["name"] for m in client.models()] == names
+
+        async def listed():
+            async with lz.AsyncClient(running.url) as client:
+                return [m["name"] for m in await client.models(page=2)]
+
+        assert asyncio.run(listed()) == names
+
+
 def test_keys_are_sent_as_bearer_tokens(server):
     with lz.Client(server) as anonymous, pytest.raises(lz.Unauthorized):
         anonymous.create("k", kind="linear-pa", n_features=2)

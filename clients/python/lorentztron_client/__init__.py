@@ -387,9 +387,10 @@ class _Calls:
             body["classes"] = list(classes)
         return Call("POST", "/v1/models", json=body, headers=_key(), retry=True)
 
-    def _models(self) -> Call:
-        """Every model's info."""
-        return Call("GET", "/v1/models", retry=True, read=lambda r: r.json()["models"])
+    def _models(self, after: str | None, page: int) -> Call:
+        """A page of the models' infos after the name ``after``: ``{"models", "next"}``."""
+        params = {"limit": str(page)} if after is None else {"limit": str(page), "after": after}
+        return Call("GET", "/v1/models", params=params, retry=True)
 
     def _model(self, name: str) -> Call:
         """One model's info: config, counters, version, progressive metrics."""
@@ -639,7 +640,6 @@ def _summary(answers: list[dict], rows: int) -> dict:
 
 ENDPOINTS = (
     "create",
-    "models",
     "model",
     "delete",
     "add_challenger",
@@ -705,6 +705,17 @@ class Client(_Calls):
             start += len(part)
             if start >= len(rows):
                 return _joined(answers)
+
+    def models(self, page: int = 1000) -> list:
+        """Every model's info, by name: ``page`` a request (at most 1,000: the service's
+        largest page), each asking for the models after the last one's ``next``."""
+        found, after = [], None
+        while True:
+            answer = self.send(self._models(after, page))
+            found += answer["models"]
+            after = answer.get("next")
+            if after is None:
+                return found
 
     def feedback(self, name: str, X=None, labels=None, prediction_ids=None):
         """Learn labelled rows ``X`` (or earlier predictions by ``prediction_ids``), in
@@ -779,6 +790,16 @@ class AsyncClient(_Calls):
             if not isinstance(outcome, _Retry):
                 return outcome
             await asyncio.sleep(outcome.delay)
+
+    async def models(self, page: int = 1000) -> list:
+        """:meth:`Client.models`, awaited."""
+        found, after = [], None
+        while True:
+            answer = await self.send(self._models(after, page))
+            found += answer["models"]
+            after = answer.get("next")
+            if after is None:
+                return found
 
     async def predict(self, name: str, X, variant: str | None = None, member: str | None = None):
         """:meth:`Client.predict`, awaited."""
