@@ -142,7 +142,12 @@ def test_the_api_page_lists_every_error_code():
 def schemathesis_config(path: Path) -> Path:
     """Every check; 422 and 413 count as accepting schema-valid data only where validity
     depends on what no schema can say (a model's dimension and classes, the server's size
-    limits, the kinds' cross-parameter rules, whether bytes are a model file)."""
+    limits, the kinds' cross-parameter rules, whether bytes are a model file). The check that
+    reads any 404 after a create as the created resource missing (ST302) is off: it cannot
+    tell a 404 about a name the body gave (a promotion's ``member_not_found``) from one
+    about the model just created (the route tests check that a created model is there); the
+    per-operation setting does not reach the stateful phase (schemathesis 4.32): it is
+    excluded on the command line (``run``)."""
     config = path / "schemathesis.toml"
     config.write_text(
         """
@@ -183,7 +188,8 @@ def test_schemathesis_finds_nothing(tmp_path):
                 sys.executable, "-m", "schemathesis.cli",
                 "--config-file", str(schemathesis_config(tmp_path)),
                 "run", f"{service.url}/openapi.json",
-                "--checks", "all", "--max-time", "30", "--workers", "1",
+                "--checks", "all", "--exclude-checks", "ensure_resource_availability",
+                "--max-time", "30", "--workers", "1",
             ],
             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},  # its caches in tmp
             capture_output=True, text=True, timeout=300,
