@@ -56,6 +56,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -367,6 +368,26 @@ class _Calls:
         if response.status_code in _RETRY_STATUSES:
             return True
         return response.status_code == 409 and _code(response) in _RETRY_CODES
+
+    def _split(self, items: list, call_of):
+        """The requests of ``items`` in parts of at most ``max_batch``, as a generator: send
+        it each part's answer, throw it a part's error; it returns the answers in order. A
+        refusal that names the service's smaller MAX_BATCH makes the parts that size (the
+        part is sent again); any other error is raised."""
+        answers, start = [], 0
+        while True:
+            part = items[start : start + self.max_batch]
+            try:
+                answers.append((yield call_of(part)))
+            except LorentztronError as error:
+                limit = _server_limit(error, len(part))
+                if limit is None:
+                    raise
+                self.max_batch = limit
+                continue
+            start += len(part)
+            if start >= len(items):
+                return answers
 
     # -- the endpoints ----------------------------------------------------------------------
     def _create(
@@ -681,6 +702,21 @@ class Client(_Calls):
                 return outcome
             time.sleep(outcome.delay)
 
+    def _sent(self, requests) -> list:
+        """The answers of ``_split``'s requests, each sent in turn."""
+        call = next(requests)
+        while True:
+            try:
+                answer = self.send(call)
+            except LorentztronError as error:
+                step = partial(requests.throw, error)
+            else:
+                step = partial(requests.send, answer)
+            try:
+                call = step()
+            except StopIteration as stop:
+                return stop.value
+
     def predict(self, name: str, X, variant: str | None = None, member: str | None = None):
         """Labels, scores, probabilities and prediction ids of rows ``X`` (lists, dicts, numpy
         arrays, scipy.sparse matrices), from the ``variant`` (live or averaged; default: the
@@ -691,20 +727,10 @@ class Client(_Calls):
         their answers joined in order; a service with a smaller MAX_BATCH says so in its
         refusal, and the client then sends parts of that size."""
         rows = instances(X)
-        answers, start = [], 0
-        while True:
-            part = rows[start : start + self.max_batch]
-            try:
-                answers.append(self.send(self._predict_call(name, part, variant, member)))
-            except LorentztronError as error:
-                limit = _server_limit(error, len(part))
-                if limit is None:
-                    raise
-                self.max_batch = limit
-                continue
-            start += len(part)
-            if start >= len(rows):
-                return _joined(answers)
+        answers = self._sent(
+            self._split(rows, lambda part: self._predict_call(name, part, variant, member))
+        )
+        return _joined(answers)
 
     def models(self, page: int = 1000) -> list:
         """Every model's info, by name: ``page`` a request (at most 1,000: the service's
@@ -727,20 +753,8 @@ class Client(_Calls):
         client then sends parts of that size. A part refused otherwise raises its error:
         the parts before it are learned."""
         examples = self._feedback_examples(X, labels, prediction_ids)
-        answers, start = [], 0
-        while True:
-            part = examples[start : start + self.max_batch]
-            try:
-                answers.append(self.send(self._feedback_call(name, part)))
-            except LorentztronError as error:
-                limit = _server_limit(error, len(part))
-                if limit is None:
-                    raise
-                self.max_batch = limit
-                continue
-            start += len(part)
-            if start >= len(examples):
-                return _learned(answers)
+        answers = self._sent(self._split(examples, lambda part: self._feedback_call(name, part)))
+        return _learned(answers)
 
     def upload(
         self, name: str, X, y, format: str = "auto", max_bytes: int = 8 << 20, progress=None
@@ -801,41 +815,36 @@ class AsyncClient(_Calls):
             if after is None:
                 return found
 
+    async def _sent(self, requests) -> list:
+        """:meth:`Client._sent`, awaited."""
+        call = next(requests)
+        while True:
+            try:
+                answer = await self.send(call)
+            except LorentztronError as error:
+                step = partial(requests.throw, error)
+            else:
+                step = partial(requests.send, answer)
+            try:
+                call = step()
+            except StopIteration as stop:
+                return stop.value
+
     async def predict(self, name: str, X, variant: str | None = None, member: str | None = None):
         """:meth:`Client.predict`, awaited."""
         rows = instances(X)
-        answers, start = [], 0
-        while True:
-            part = rows[start : start + self.max_batch]
-            try:
-                answers.append(await self.send(self._predict_call(name, part, variant, member)))
-            except LorentztronError as error:
-                limit = _server_limit(error, len(part))
-                if limit is None:
-                    raise
-                self.max_batch = limit
-                continue
-            start += len(part)
-            if start >= len(rows):
-                return _joined(answers)
+        answers = await self._sent(
+            self._split(rows, lambda part: self._predict_call(name, part, variant, member))
+        )
+        return _joined(answers)
 
     async def feedback(self, name: str, X=None, labels=None, prediction_ids=None):
         """:meth:`Client.feedback`, awaited."""
         examples = self._feedback_examples(X, labels, prediction_ids)
-        answers, start = [], 0
-        while True:
-            part = examples[start : start + self.max_batch]
-            try:
-                answers.append(await self.send(self._feedback_call(name, part)))
-            except LorentztronError as error:
-                limit = _server_limit(error, len(part))
-                if limit is None:
-                    raise
-                self.max_batch = limit
-                continue
-            start += len(part)
-            if start >= len(examples):
-                return _learned(answers)
+        answers = await self._sent(
+            self._split(examples, lambda part: self._feedback_call(name, part))
+        )
+        return _learned(answers)
 
     async def upload(
         self, name: str, X, y, format: str = "auto", max_bytes: int = 8 << 20, progress=None
