@@ -91,7 +91,7 @@ def freshness(args, tmp: Path) -> list[dict]:
             probe.join()
             time.sleep(3)  # the last publications land
             after = replica_figures(httpx.get(f"{api_url}/metrics").text)
-        buckets, total, count, loads = since(after, before)
+        buckets, total, count, loads, served = since(after, before)
         rows.append(
             {
                 "model": model["label"],
@@ -107,6 +107,9 @@ def freshness(args, tmp: Path) -> list[dict]:
                 "predict_per_s": predictions.get("throughput_rps"),
                 "predict_errors": predictions.get("errors"),
                 "predict_p99_ms": predictions.get("latency_ms", {}).get("p99"),
+                # the replica's own time for a feedback request (its latency histogram: the
+                # bucket bound holding the p99), beside the load generator's p99 above
+                "served_p99_le_ms": 1000 * quantile(served, 0.99) if served else None,
                 "versions_loaded": count,
                 "loads": loads,
                 "mean_s": total / count if count else None,
@@ -127,7 +130,13 @@ def replica_figures(text: str) -> tuple:
     if 'lorentztron_freshness_seconds_count{model="m"}' in text:  # (once a version is loaded)
         buckets, total, count = histogram(text, "lorentztron_freshness_seconds")
     loads = re.findall(r'lorentztron_version_loads_total\{kind="(\w+)"\} (\S+)', text)
-    return buckets, total, count, {kind: float(n) for kind, n in loads}
+    served = re.findall(
+        r'lorentztron_http_request_duration_seconds_bucket\{endpoint="/v1/models/\{name\}/'
+        r'feedback",le="([^"]+)",method="POST"\} (\S+)',
+        text,
+    )
+    served = [(float(le), float(n)) for le, n in served]
+    return buckets, total, count, {kind: float(n) for kind, n in loads}, served
 
 
 def since(after: tuple, before: tuple) -> tuple:
@@ -135,7 +144,9 @@ def since(after: tuple, before: tuple) -> tuple:
     start = dict(before[0])
     buckets = [(le, n - start.get(le, 0.0)) for le, n in after[0]]
     loads = {kind: n - before[3].get(kind, 0.0) for kind, n in after[3].items()}
-    return buckets, after[1] - before[1], after[2] - before[2], loads
+    served = dict(before[4])
+    served = [(le, n - served.get(le, 0.0)) for le, n in after[4]]
+    return buckets, after[1] - before[1], after[2] - before[2], loads, served
 
 
 def follow(api_url: str, options: list[str], full: bool, timeout: float = 180.0) -> tuple:
