@@ -147,6 +147,13 @@ def test_replicas_serve_every_member_the_learner_learns(tmp_path):
         redis_server.stop()
 
 
+def publications(url: str) -> float:
+    """The versions of model m a learner published."""
+    text = httpx.get(f"{url}/metrics").text
+    found = re.search(r'^lorentztron_published_versions_total\{model="m"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
 @pytest.mark.parametrize("loaded", ["delta", "full"])
 def test_a_replica_answers_while_it_swaps_a_version_in(tmp_path, loaded):
     """An api replica builds a published version aside (a delta, or a whole version) and
@@ -171,6 +178,10 @@ def test_a_replica_answers_while_it_swaps_a_version_in(tmp_path, loaded):
         start_all((learner, replica))
         assert httpx.post(f"{replica.url}/v1/models", json=SPEC).status_code == 201
         wait_for(lambda: version(learner.url) == 0 and version(replica.url) == 0, timeout=30)
+        if loaded == "delta":  # the learner's chain starts (a full snapshot) at version 0,
+            # so that version 1 is its first delta (a chain started after the feedback would
+            # publish 1 whole)
+            wait_for(lambda: publications(learner.url) >= 1, timeout=30)
         served = predict(replica.url)
         X = rng.standard_normal((3, 5))
         body = {"examples": [{"x": x.tolist(), "label": 1 if x[0] > 0 else -1} for x in X]}
