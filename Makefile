@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 setup: $(STAMP)
 
 # Tests that need Redis start their own redis-server, the deploy tests a real Prometheus
-# (promtool included) and the status-page test headless Chromium: install them when missing
-# (root on CI).
+# (promtool included) and Debian's haproxy (its check of the balancer's configuration), the
+# status-page test headless Chromium and the V2 benchmark's quick run wrk: install them when
+# missing (root on CI).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing redis-server"; \
@@ -30,6 +31,9 @@ system-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@command -v haproxy >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 || { \
+		echo "installing haproxy and wrk"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy wrk; }
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time:
 # most of its time is spent waiting on the servers, Redis and Prometheus it starts.

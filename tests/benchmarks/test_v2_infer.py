@@ -3,9 +3,11 @@ request answered 200, the same label through v1 and V2, no error during the load
 table's ratios, taken within each repeat."""
 
 from benchmarks import v2_infer
+from tests.system import require_program
 
 
 def test_quick_run_measures_every_scenario(capsys):
+    require_program("wrk", "wrk")  # (make system-deps installs it)
     assert v2_infer.main(["--quick"]) == 0
     out = capsys.readouterr().out
     for scenario in ("v1 predict", "V2 infer, JSON", "V2 infer, binary"):
