@@ -90,11 +90,11 @@ class Models:
         self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
         #: the api role serves published versions and never writes a snapshot
         self.writes_snapshots = settings.role != "api"
-        #: one restore of a model another process created at a time (``discover``, ``get``)
-        self._discovering = threading.Lock()
+        #: one restore of a name at a time outside start-up: a dormant model's first use, a
+        #: model another process created (``get``, ``discover``): none is built twice
+        self._restoring = threading.Lock()
         #: the models on the store not restored yet (``recover``): restored on first use
         self._dormant: set[str] = set()
-        self._waking = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
     def get(self, name: str) -> LiveModel:
@@ -111,7 +111,7 @@ class Models:
         """Api role: a model another process created since this one's last poll, restored
         now, so that a model created through one replica (one worker of ``serve --workers``
         behind one port) answers at once through the others. None if there is none."""
-        with self._discovering:
+        with self._restoring:
             live = self.registry.get(name)
             if live is not None:
                 return live
@@ -134,7 +134,7 @@ class Models:
         """Restore a dormant model (one at a time: two requests never build it twice); None
         if it cannot be restored (logged: it is gone, as at start-up); Unavailable while the
         store or the log cannot be read (it stays dormant)."""
-        with self._waking:
+        with self._restoring:
             if name not in self._dormant:
                 return self.registry.get(name)
             try:
@@ -561,7 +561,7 @@ class Models:
                 self._drop(live)
                 log.info("model %s was deleted elsewhere", live.name)
         for name in names:
-            with self._discovering:
+            with self._restoring:
                 if self.registry.get(name) is None:
                     self._restore(name)
 
