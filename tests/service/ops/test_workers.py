@@ -188,8 +188,13 @@ def test_sigkill_of_a_worker_and_sigterm_of_all(redis_server, tmp_path):
             re.M,
         )
         assert sent and float(sent[0]) >= len(traffic.acknowledged)  # every process's
-        assert re.search(
-            r'^lorentztron_model_version\{model="m",process="learner"\}', metrics, re.M
+        wait_for(  # (the learner refreshes its gauges once a second: the worker's tick)
+            lambda: re.search(
+                r'^lorentztron_model_version\{model="m",process="learner"\}',
+                httpx.get(f"{server.url}/metrics", timeout=10).text,
+                re.M,
+            ),
+            timeout=10,
         )
 
         # SIGTERM while an api process holds a request: the other original one still has
