@@ -359,6 +359,7 @@ class RedisStore:
         """Delete the model's snapshots and lease; its incarnation joins the deleted ones
         (whose later writes are refused)."""
         keys = self.keys
+        shares = self.parallel([model]).get(model, 0)
         for _ in range(100):
             versions = [int(v) for v in self.client.zrange(keys.versions(model), 0, -1)]
             deltas = [int(v) for v in self.client.zrange(keys.deltas(model), 0, -1)]
@@ -376,13 +377,36 @@ class RedisStore:
                     *(keys.snapshot(model, v) for v in versions),
                     *(keys.delta(model, v) for v in deltas),
                     keys.barrier(model),
+                    keys.parallel(model),
                 ],
                 args=[keys.snapshot(model, ""), keys.delta(model, "")],
             )
             if reply in (b"OK", "OK"):
                 self.client.srem(keys.models, model)
+                for share in range(shares):  # (each share's keys in a slot of its own)
+                    unit = keys.share(model, share)
+                    parts = ("lease", "owner", "round", "progress")
+                    self.client.delete(*(keys.model(unit, part) for part in parts))
                 return
         raise SnapshotError(f"the snapshots of {model!r} kept changing during its deletion")
+
+    def set_parallel(self, model: str, learners: int, interval: int) -> None:
+        """Declare a parallel model's shares (``service.scale.parallel``), before its first
+        snapshot: the learners place them from ``parallel``."""
+        self.client.set(self.keys.parallel(model), f"{learners} {interval}")
+
+    def parallel(self, models: list[str]) -> dict[str, int]:
+        """The number of shares of each parallel model among ``models``."""
+        if not models:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for model in models:
+            pipe.get(self.keys.parallel(model))
+        return {
+            model: int(value.split()[0])
+            for model, value in zip(models, pipe.execute(), strict=True)
+            if value is not None
+        }
 
     def mark_deleting(self, model: str) -> None:
         self.client.sadd(self.keys.tombstones, model)

@@ -343,7 +343,14 @@ GROUP_STATE = Fields(
                         "on_drift": Options(("none", "challenger")),
                     }
                 ),
-            }
+                "parallel": AnyOf(
+                    (
+                        None,
+                        Fields({"learners": Integer(1, 64), "interval": Integer(1, 1 << 30)}),
+                    )
+                ),
+            },
+            optional=frozenset({"parallel"}),
         ),
         "comparisons": OBJECT,
         "detector": AnyOf((None, CORE_STATE)),

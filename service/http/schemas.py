@@ -212,6 +212,20 @@ class ChallengerList(BaseModel):
     challengers: list[ChallengerInfo]
 
 
+class ShareInfo(BaseModel):
+    share: int = Field(..., description="i: the round's examples i, i + k, i + 2k, ...")
+    learner: str | None = Field(..., description="the learner holding its lease (null: none now)")
+    position: str | None = Field(
+        ..., description="the last log record its learner read (null: none yet)"
+    )
+
+
+class ParallelInfo(BaseModel):
+    learners: int
+    interval: int
+    shares: list[ShareInfo]
+
+
 class ModelInfo(BaseModel):
     name: str
     kind: str
@@ -249,6 +263,9 @@ class ModelInfo(BaseModel):
     promotions: int
     drift: DriftInfo | None
     learning: LearningInfo
+    parallel: ParallelInfo | None = Field(
+        None, description="Data-parallel learning (created with `parallel`): its shares."
+    )
 
 
 class ModelList(BaseModel):

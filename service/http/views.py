@@ -46,7 +46,17 @@ def model_info(live: LiveModel) -> dict[str, Any]:
         "promotions": group.promotions,
         "drift": group.drift(),
         "learning": {"paused": group.paused, "backlog": live.record.backlog},
+        "parallel": _parallel(live),
     }
+
+
+def _parallel(live: LiveModel) -> dict[str, Any] | None:
+    """A parallel model's learners, interval and shares (``service.scale.parallel``)."""
+    parallel = live.group.policy.parallel
+    if parallel is None:
+        return None
+    shares = live.shares() if live.shares is not None else []
+    return {"learners": parallel.learners, "interval": parallel.interval, "shares": shares}
 
 
 def challenger_info(live: LiveModel, member: Member) -> dict[str, Any]:

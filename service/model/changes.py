@@ -178,6 +178,9 @@ def resume(
         answer = _commit(live, resumed, save, view, key)
         if discard or live.journal is None or not live.record.backlog:
             return answer
+        if live.group.policy.parallel is not None:
+            live.record.caught_up()  # (its shares learn it from the version just saved)
+            return answer
         live.record.caught_up()  # (read after the log position: the backlog)
         live.journal.doubt()  # (learned now, or before the next append if this fails)
         live.catch_up()

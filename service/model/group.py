@@ -66,22 +66,34 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class Parallel:
+    """Data-parallel learning (``service.scale.parallel``): ``learners`` shares merged every
+    ``interval`` examples. Set at creation, kept through promotions, never patched."""
+
+    learners: int
+    interval: int
+
+
+@dataclass(frozen=True)
 class Policy:
     """A model's policies (``POST /v1/models``, ``PATCH /v1/models/{name}``)."""
 
     promotion: Promotion = Promotion()
     serve: str = "fixed"  # or "best": the better variant of the champion serves
     drift: Drift = Drift()
+    parallel: Parallel | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @staticmethod
     def from_json(data: dict) -> Policy:
+        parallel = data.get("parallel")
         return Policy(
             Promotion(**data.get("promotion", {})),
             data.get("serve", "fixed"),
             Drift(**data.get("drift", {})),
+            None if parallel is None else Parallel(**parallel),
         )
 
 
@@ -92,13 +104,16 @@ def policy_of(spec, current: Policy | None = None) -> Policy:
     policy = current or Policy()
     given = spec.model_fields_set
     promotion, serve, drift = policy.promotion, policy.serve, policy.drift
+    parallel = policy.parallel
+    if "parallel" in given and spec.parallel is not None:  # (a create request only)
+        parallel = Parallel(spec.parallel.learners, spec.parallel.interval)
     if "promotion" in given:
         promotion = Promotion(**spec.promotion.model_dump()) if spec.promotion else Promotion()
     if "serve" in given:
         serve = spec.serve or "fixed"
     if "drift" in given:
         drift = Drift() if spec.drift is None else Drift(**spec.drift.model_dump())
-    policy = Policy(promotion, serve, drift)
+    policy = Policy(promotion, serve, drift, parallel)
     try:
         detector(drift)
     except (TypeError, ValueError) as error:

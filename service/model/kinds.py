@@ -112,6 +112,9 @@ class Kind:
     #: an update touches the parameters of the example's non-zeros only (False: all of its
     #: state, as the ellipsoid's matrix, or a refit by the worker)
     sparse_updates: bool = True
+    #: copies that learned apart merge into one by aligned averaging (section 3.4 of the DoS
+    #: paper; a linear model's weights by their mean): ``parallel`` learning accepts it
+    mergeable: bool = False
 
     def complete(self, params: dict) -> dict:
         """The params with every default filled in."""
@@ -150,6 +153,7 @@ KINDS: dict[str, Kind] = {
             ),
             lambda n, p, m: n + 1,
             margins=True,
+            mergeable=True,
         ),
         Kind(
             "dos",
@@ -176,6 +180,7 @@ KINDS: dict[str, Kind] = {
             ),
             lambda n, p, m: (n + 1) * 2 * p["rank"],
             margins=True,
+            mergeable=True,
         ),
         Kind(
             "pqr",
@@ -249,6 +254,7 @@ KINDS: dict[str, Kind] = {
             _params(Perceptron, {"fit_intercept": (Boolean(), "learn a bias")}),
             lambda n, p, m: n + 1,
             margins=True,
+            mergeable=True,
         ),
         Kind(
             "ellipsoid-perceptron",
@@ -335,6 +341,10 @@ KINDS: dict[str, Kind] = {
         ),
     )
 }
+
+
+#: the kinds ``parallel`` learning accepts (``Kind.mergeable``)
+MERGEABLE = tuple(name for name, kind in KINDS.items() if kind.mergeable)
 
 
 @dataclass(frozen=True)

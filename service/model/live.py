@@ -36,6 +36,7 @@ import numpy as np
 
 from core.base import Estimator
 from core.features import CSRBatch, Row, batch_from_rows, first_overflowing_row, squared_norm
+from core.parallel import unflatten
 from service.durability import capture
 from service.durability.capture import Capture
 from service.durability.feedback_log import (
@@ -170,6 +171,9 @@ class LiveModel:
         #: an api replica's second copy of the serving estimator, which the next published
         #: version is written into before it is swapped in (``_Standby``; None: none yet)
         self._standby: _Standby | None = None
+        #: a parallel model's shares as ``GET /v1/models/{name}`` shows them (set by
+        #: ``Models``; ``service.scale.parallel.Rounds.shares``)
+        self.shares: Callable[[], list[dict]] | None = None
 
     def _fresh(self, member: Member, name: str) -> Member:
         """A fresh member of ``member``'s spec (a drift challenger)."""
@@ -541,6 +545,40 @@ class LiveModel:
             result = error
         self._keep(item, result, at, None)
         self.record.learned(position, position, 1, len(record))
+
+    def learn_part(self, position: Position, batch: CSRBatch, targets: np.ndarray) -> None:
+        """Learn a share's examples of the log record at ``position`` (a parallel model's
+        share, ``service.scale.parallel``), as the record's own replay would: refused
+        examples are skipped as in ``replay``."""
+        with self.lock.write():
+            try:
+                self._learn(Feedback(batch, targets))
+            except ServiceError as error:
+                log.warning("share of %s: record %s refused: %s", self.name, position, error)
+            self.record.learned(position, position, 1, 0)
+
+    def load_merged(
+        self,
+        snapshot: dict,
+        means: dict,
+        counts: dict,
+        first: Position,
+        end: Position,
+        records: int,
+    ) -> int:
+        """Become a parallel model's merged round (``service.scale.parallel.merge_round``):
+        the last share's ``snapshot``, each member of ``means`` holding that flat vector of
+        floats (``core.parallel.unflatten``) and ``counts`` more examples and aggressive
+        updates, at the next version and the round's ``end`` (its records from ``first``).
+        One writer-lock hold: a prediction sees the round before or this one, whole."""
+        with self.lock.write():
+            self._load(snapshot)
+            for name, mean in means.items():
+                member = self.group.member(name)
+                member.estimator.set_state(unflatten(mean, member.estimator.get_state()))
+                member.add_counts(*(int(c) for c in counts[name]))
+            self.record.learned(first, end, records, 0)
+            return self.record.advance()
 
     def _learn(self, item: Feedback) -> dict[str, Any]:
         """Learn a validated item (writer lock held): its answer. A model that refuses an

@@ -267,6 +267,11 @@ class Member:
         """What a feedback answer reports as the prediction before the update."""
         return self.family.predicted_label(value)
 
+    def add_counts(self, learned: int, aggressive: int) -> None:
+        """Count examples learned elsewhere (a parallel model's other shares)."""
+        self._learned += learned
+        self._aggressive += aggressive
+
     # -- refits --------------------------------------------------------------------------
     def refit_input(self) -> tuple[Estimator, Any, Any, int]:
         """What a refit starts from (read lock held): the estimator, the window's data and

@@ -27,6 +27,8 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import astuple
+from functools import partial
 from typing import BinaryIO
 
 from pydantic import ValidationError
@@ -42,7 +44,7 @@ from service.durability.store import SnapshotError, SnapshotMeta, decode
 from service.exceptions import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
 from service.model import changes
 from service.model.group import Policy, policy_of
-from service.model.kinds import Limits, plan, task_of
+from service.model.kinds import MERGEABLE, Limits, plan, task_of
 from service.model.live import Footprint, LiveModel, View
 from service.model.member import ORIGINAL
 from service.model.registry import Registry, over_budget
@@ -58,6 +60,7 @@ from service.model.spec import (
 )
 from service.model.state import serving_member
 from service.ops.machine import memory_limit
+from service.scale.parallel import Rounds
 
 log = logging.getLogger("lorentztron")
 
@@ -212,6 +215,8 @@ class Models:
         policy = policy_of(spec)
         spec = member_spec(spec)
         checked = plan(spec, self.limits)
+        if policy.parallel is not None:
+            self._check_parallel(checked)
         over_budget(self.registry.nbytes, checked.nbytes, self.budget)  # before allocating
         if checked.kind.margins:  # the default made explicit: snapshots keep what was built
             resolved = "platt" if checked.calibrated else "none"
@@ -230,6 +235,8 @@ class Models:
                 self._remove_files(spec.name)
             if self.feedback_log is not None:
                 self.feedback_log.delete(spec.name)  # a log left without a snapshot
+            if policy.parallel is not None:
+                self.store.set_parallel(spec.name, *astuple(policy.parallel))
             answer = changes.save_held(
                 live, lambda c: self.writer.write(live, c, create=True), view, key
             )
@@ -240,9 +247,35 @@ class Models:
                 "store_unavailable",
                 f"the model could not be made durable, so it was not created: {error}",
             ) from None
+        self._show_shares(live)
         live.lifecycle.serve()
         self.metrics.track_model(live)
         return answer
+
+    def _show_shares(self, live: LiveModel) -> None:
+        """A parallel model's shares, read from Redis when the model is described."""
+        parallel = live.group.policy.parallel
+        if parallel is not None and getattr(self.store, "client", None) is not None:
+            rounds = Rounds(self.store.client, self.store.keys)
+            live.shares = partial(rounds.shares, live.name, parallel.learners)
+
+    def _check_parallel(self, checked) -> None:
+        """A parallel model (``service.scale.parallel``) needs learners over Redis and a
+        kind whose copies merge by aligned averaging (InvalidRequest otherwise)."""
+        if getattr(self.store, "set_parallel", None) is None or self.settings.role == "all":
+            raise InvalidRequest(
+                "invalid_params",
+                "parallel learning needs the roles mode: api replicas and learners sharing "
+                "LORENTZTRON_REDIS_URL (LORENTZTRON_ROLE=api or learner)",
+                {"field": "parallel"},
+            )
+        if not checked.kind.mergeable:
+            raise InvalidRequest(
+                "invalid_params",
+                f"kind {checked.kind.name!r} cannot be learned in parallel: its copies do not "
+                f"merge by aligned averaging (kinds: {', '.join(MERGEABLE)})",
+                {"field": "parallel"},
+            )
 
     def export(self, name: str) -> tuple[BinaryIO, int]:
         """The model as a safetensors file (``service.durability.interchange``), as it is now
@@ -402,6 +435,14 @@ class Models:
             except ValidationError as error:
                 raise InvalidRequest("invalid_input", f"the challenger: {error}") from None
             checked = plan(spec, self.limits)
+            if live.group.policy.parallel is not None and not checked.kind.mergeable:
+                raise InvalidRequest(
+                    "invalid_params",
+                    f"model {name!r} learns in parallel: a challenger of kind "
+                    f"{checked.kind.name!r} would not merge by aligned averaging (kinds: "
+                    f"{', '.join(MERGEABLE)})",
+                    {"field": "kind"},
+                )
             if task_of(checked) != task_of(live.plan):
                 raise InvalidRequest(
                     "invalid_input",
@@ -593,7 +634,10 @@ class Models:
             record = DurabilityRecord(self._incarnation(name, state), fence)
             live = self._live(name, spec, checked, record, member=serving_member(state))
             live.recover(header, state)
-            replayed = self._replay(live) if self.settings.role != "api" else 0
+            replayed = 0
+            if self.settings.role != "api" and live.group.policy.parallel is None:
+                replayed = self._replay(live)  # (a parallel model's shares learn its log)
+            self._show_shares(live)
             self.registry.add(live)
         except (LogUnavailable, OSError, RedisError):
             raise  # the store or the log is unreachable: the worker tries again
@@ -609,6 +653,19 @@ class Models:
             header["version"],
             replayed,
         )
+        return live
+
+    def copy_of(self, name: str, header: dict, state: dict) -> LiveModel:
+        """A learning copy of a model's snapshot, outside this process's models (a parallel
+        model's share, ``service.scale.parallel``): no log, no limits, never served."""
+        spec = spec_from_json(header["spec"])
+        checked = plan(spec, self._restore_limits)
+        incarnation = state["service"]["scalars"].get(MODEL + "incarnation")
+        live = self._live(
+            name, spec, checked, DurabilityRecord(incarnation), member=serving_member(state)
+        )
+        live.journal, live.learns = None, True
+        live.recover(header, state)
         return live
 
     def _incarnation(self, name: str, state: dict) -> str:

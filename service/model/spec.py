@@ -152,6 +152,21 @@ class DriftSpec(Strict):
         return {**kept, "params": {**params, **inline}}
 
 
+class ParallelSpec(Strict):
+    """Data-parallel learning of one model (``service.scale.parallel``): ``learners`` shares
+    of its log, each learned by the learner that leases it, merged by aligned averaging
+    every ``interval`` examples (section 3.4 of the DoS paper, eq 28)."""
+
+    learners: StrictInt = Field(..., ge=1, le=64, description="k: shares of the log.")
+    interval: StrictInt = Field(
+        ...,
+        ge=1,
+        le=1 << 30,
+        description="Examples (over all shares) between two merges: the published model "
+        "moves on once per interval.",
+    )
+
+
 class CreateModel(Strict):
     """A new named model."""
 
@@ -208,6 +223,13 @@ class CreateModel(Strict):
         "by the comparison's test.",
     )
     drift: DriftSpec | None = None
+    parallel: ParallelSpec | None = Field(
+        None,
+        description="Roles mode only (Redis, learners): learn the model on `learners` "
+        "learners at once, each a share of its feedback (example i of a round to share i mod "
+        "k), merged by aligned averaging every `interval` examples. Kinds linear-pa, dos and "
+        "perceptron (and challengers of those kinds).",
+    )
 
     @field_validator("classes")
     @classmethod
@@ -254,7 +276,7 @@ def _without_nulls(value):
 
 
 #: the fields of a create request that are the model's policies, not a member's
-POLICY_FIELDS = ("promotion", "serve", "drift")
+POLICY_FIELDS = ("promotion", "serve", "drift", "parallel")
 
 
 def member_spec(spec: CreateModel) -> CreateModel:

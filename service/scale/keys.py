@@ -26,6 +26,13 @@
     {prefix}:model:{<name>}:writes            stream: the fenced writes (lease, version)
     {prefix}:model:{<name>}:barrier           written by a learner before it learns records,
                                               then WAIT (``RedisLog.replicated``; expires)
+    {prefix}:model:{<name>}:parallel          "<learners> <interval>" of a parallel model
+    {prefix}:model:{<name>/<i>}:lease, :fence, :owner
+                                              the lease of a parallel model's share i
+                                              (``service.scale.parallel``), as a model's
+    {prefix}:model:{<name>/<i>}:round         hash: share i's last round (meta, aligned
+                                              vectors, the last share's state)
+    {prefix}:model:{<name>/<i>}:progress      share i's learner and log position
 
 Every key of one model carries the hash tag ``{<name>}`` (model names hold no braces), so
 that in a Redis Cluster a model's stream, snapshots, incarnation and lease live in one slot:
@@ -111,6 +118,14 @@ class RedisKeys:
 
     def barrier(self, name: str) -> str:
         return self.model(name, "barrier")
+
+    def parallel(self, name: str) -> str:
+        return self.model(name, "parallel")
+
+    @staticmethod
+    def share(name: str, share: int) -> str:
+        """The name a parallel model's share is leased under (names hold no ``/``)."""
+        return f"{name}/{share}"
 
     def idempotency(self, name: str, incarnation: str, key: str) -> str:
         return self.model(name, "idempotency", incarnation, key)

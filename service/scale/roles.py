@@ -42,6 +42,7 @@ from service.exceptions import NotFound
 from service.ops import tracing
 from service.scale import deltas
 from service.scale.leases import LeaseLost, Leases, learner_id, place, surplus
+from service.scale.parallel import Rounds, Share, merge_round, share_name, split_share
 from service.scale.redis_client import refresh_topology
 
 log = logging.getLogger("lorentztron.roles")
@@ -143,6 +144,9 @@ class Learner(_Loop):
         self._next_placement = 0.0
         self._keeper = _LeaseKeeper(self)
         self._publisher = _Publisher(self)
+        #: the parallel models' shares this learner holds (``service.scale.parallel``)
+        self.rounds = Rounds(self.client, self.store.keys)
+        self._shares: dict[str, Share] = {}
 
     # -- leases ----------------------------------------------------------------------------
     def held_leases(self) -> dict[str, str]:
@@ -196,7 +200,12 @@ class Learner(_Loop):
         """Take the free models placed here (or free for longer than a lease: whoever they
         were placed on did not come), hand one over if this learner holds too many, and
         drop the models deleted elsewhere or created here without a lease."""
-        names = self.store.models()
+        models = self.store.models()
+        names = models + [
+            share_name(name, share)
+            for name, k in self.store.parallel(models).items()
+            for share in range(k)
+        ]
         held = self.held_leases()
         for name in held:
             if name not in names:  # deleted elsewhere (its lease went with it)
@@ -234,6 +243,13 @@ class Learner(_Loop):
                 with self._lock:  # renewed by the keeper while the models are restored
                     self._held[name] = lease.value
         for name, lease in acquired.items():
+            if split_share(name) is not None:  # (its copy is built when it learns)
+                model, share = split_share(name)
+                with self._lock:
+                    self._shares[name] = Share(model, share, lease.value, self)
+                self.metrics.lease_acquisitions.inc()
+                self._took(name, lease, started)
+                continue
             live = self.models.own(name, lease.value)
             if live is None:  # deleted meanwhile, or unreadable (logged)
                 with self._lock:
@@ -242,15 +258,23 @@ class Learner(_Loop):
                 continue
             self.metrics.lease_acquisitions.inc()
             self.metrics.model_owner.labels(name, self.id).set(1)
-            if lease.orphaned_for is not None:
-                seconds = lease.orphaned_for + time.monotonic() - started
-                self.metrics.takeover.observe(seconds)
-                log.info("took %s over (%.2f s without an owner)", name, seconds)
+            self._took(name, lease, started)
+
+    def _took(self, name: str, lease, started: float) -> None:
+        if lease.orphaned_for is not None:
+            seconds = lease.orphaned_for + time.monotonic() - started
+            self.metrics.takeover.observe(seconds)
+            log.info("took %s over (%.2f s without an owner)", name, seconds)
 
     def hand_over(self, name: str) -> None:
         """Give a model to another learner: a last snapshot, then the lease released."""
         value = self.held_leases().get(name)
         if value is None:
+            return
+        if split_share(name) is not None:  # (its round is learned again from the log)
+            self.leases.release(name, value)
+            self.metrics.lease_handovers.inc()
+            self.let_go(name)
             return
         try:
             live = self.models.get(name)
@@ -272,8 +296,10 @@ class Learner(_Loop):
         with self._lock:
             self._held.pop(name, None)
             self._lost.pop(name, None)
-        self.models.disown(name)
-        self.metrics.not_owner(name, self.id)
+            share = self._shares.pop(name, None)
+        if share is None:
+            self.models.disown(name)
+            self.metrics.not_owner(name, self.id)
         if lost:
             self.metrics.lease_losses.inc()
             log.warning("lost the lease on %s", name)
@@ -283,19 +309,27 @@ class Learner(_Loop):
         """Learn what the owned models' streams hold after their positions; whether any
         record was learned."""
         owned = []
+        learned = self._learn_shares()
         for name in self.held_leases():
+            if split_share(name) is not None:
+                continue
             try:
-                owned.append(self.models.get(name))
+                live = self.models.get(name)
             except NotFound:
                 continue
+            if live.group.policy.parallel is None:
+                owned.append(live)
+            elif live.group.paused:  # (its shares wait for the version that resumes)
+                self._backlog(live)
+            else:  # (its shares learn its log)
+                learned |= self._merge(live)
         if not owned:
-            return False
+            return learned
         pipe = self.client.pipeline(transaction=False)
         for live in owned:
             position = live.record.read_position  # (after a paused model's backlog)
             start = "-" if position is None else f"({position}"
             pipe.xrange(self.journal.key(live.name), min=start, count=self.chunk)
-        learned = False
         for live, entries in zip(owned, pipe.execute(), strict=True):
             # a model restored meanwhile may already include them
             fresh = [(i.decode(), fields) for i, fields in entries]
@@ -310,6 +344,66 @@ class Learner(_Loop):
             self.metrics.replayed.labels(live.name).inc(count)
             learned = True
         return learned
+
+    def _learn_shares(self) -> bool:
+        """Learn the held shares of parallel models (``service.scale.parallel``): each
+        starts the round of its model's latest snapshot when that moved on (a merge, a
+        change outside the log), then learns its examples of the round; whether any
+        record was read."""
+        with self._lock:
+            shares = list(self._shares.items())
+        learned = False
+        for unit, share in shares:
+            try:
+                latest = self.store.latest(share.name)
+                if latest is None:
+                    continue
+                if share.base != latest:
+                    share.begin(self.store.load(share.name, latest))
+                if not self.journal.replicated(share.name):
+                    continue
+                if share.step(self.client, self.journal.key(share.name)):
+                    learned = True
+                    self.rounds.progress(share.name, share.share, self.id, share.position)
+            except LeaseLost:
+                self.lost(unit, share.fence)
+            except SnapshotError as error:  # (pruned meanwhile: the next step reads the newest)
+                log.info("share %s: %s", unit, error)
+        return learned
+
+    def _backlog(self, live) -> None:
+        """A paused parallel model's backlog: the records after its merged position (those
+        its shares had learned of the round included: they were never merged), counted
+        as a model's backlog is (``discard`` skips them)."""
+        start = live.record.read_position
+        entries = self.client.xrange(
+            self.journal.key(live.name),
+            min="-" if start is None else f"({start}",
+            count=self.chunk,
+        )
+        for position, _ in entries:
+            live.record.backlogged(position.decode(), 1)
+
+    def _merge(self, live) -> bool:
+        """Merge a parallel model's round once its shares have all learned it, then write
+        the merged version as a full snapshot (the start of the next round) and publish it;
+        whether it merged."""
+        try:
+            with self.models.use(live.name):
+                meta = merge_round(live, self.rounds, live.group.policy.parallel.learners)
+                if meta is None:
+                    return False
+                saved = self.models.writer.snapshot(live, force=True)
+        except (NotFound, IncarnationGone):
+            return False
+        except LeaseLost:
+            self.lost(live.name, live.record.fence)
+            return False
+        if saved is not None:
+            self.store.publish(live.name, saved.version)
+            self.metrics.published.labels(live.name).inc()
+        self.metrics.replayed.labels(live.name).inc(meta.records)
+        return True
 
     def _learn(self, live, entries: list[tuple[str, dict]]) -> int:
         """Learn a model's stream entries ``(id, fields)`` in order: how many. While tracing

@@ -175,3 +175,38 @@ def test_a_model_at_any_bound_predicts_and_learns(client, kind, params):
     assert predicted.status_code == 200, predicted.text
     scores = np.asarray([p["score"] for p in predicted.json()["predictions"]], dtype=float)
     assert np.all(np.isfinite(scores))
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_mergeable_kinds_are_those_whose_copies_average(kind):
+    """``parallel`` learning merges copies array by array (``core.parallel``): a mergeable
+    kind's state is fixed-shape floats only (nothing taken from one copy alone), and the
+    merge of copies that learned apart is a state of the kind; the others hold integers or
+    states whose shapes change as they learn."""
+    from core.parallel import merge_to_reference
+
+    body = {"name": "m", "kind": kind, "input": {"n_features": 4}, **BASE.get(kind, {})}
+    checked = plan(CreateModel(**body), LIMITS)
+    start = build(checked)
+    initial = start.get_state()
+    floats = all(np.asarray(a).dtype.kind == "f" for a in initial["arrays"].values())
+    assert checked.kind.mergeable == (floats and kind in ("linear-pa", "dos", "perceptron"))
+    if not checked.kind.mergeable:
+        return
+    rng = np.random.default_rng(0)
+    copies = []
+    for _ in range(2):
+        copy = start.clone()
+        copy.set_state(initial)
+        X = rng.standard_normal((20, 4))
+        copy.learn_many(X, np.where(X[:, 0] > 0, 1, -1))
+        copies.append(copy)
+    merged = start.clone()
+    merged.set_state(merge_to_reference([c.get_state() for c in copies], initial))
+    assert np.all(np.isfinite(merged.decision_function(rng.standard_normal((5, 4)))))
+    if kind != "dos":  # (no symmetry to align: the plain mean of the copies)
+        for name, array in merged.get_state()["arrays"].items():
+            mean = (
+                copies[0].get_state()["arrays"][name] + copies[1].get_state()["arrays"][name]
+            ) / 2
+            np.testing.assert_allclose(array, mean, rtol=1e-12, err_msg=name)

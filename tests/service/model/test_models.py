@@ -200,3 +200,27 @@ def test_the_restore_skips_an_unreadable_model_and_restores_the_others(settings,
         assert "lorentztron_models 1.0" in client.get("/metrics").text
     assert "could not restore model a" in caplog.text
     assert "could not restore model c" in caplog.text
+
+
+def test_parallel_learning_is_refused_without_learners(client):
+    """``parallel`` needs the roles mode (learners over Redis): the all-in-one server refuses
+    it with a 422 naming the settings, and creates nothing."""
+    body = {
+        "name": "p",
+        "kind": "dos",
+        "params": {"rank": 2},
+        "input": {"n_features": 3},
+        "parallel": {"learners": 2, "interval": 100},
+    }
+    refused = client.post("/v1/models", json=body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["details"]["field"] == "parallel"
+    assert "LORENTZTRON_ROLE" in refused.json()["error"]["message"]
+    assert client.get("/v1/models/p").status_code == 404
+    assert (
+        client.post(
+            "/v1/models", json={**body, "parallel": {"learners": 0, "interval": 1}}
+        ).status_code
+        == 422
+    )
+    assert create(client, "plain")["parallel"] is None
