@@ -25,7 +25,9 @@
 Both roles need Redis (``LORENTZTRON_REDIS_URL``, one server or a Redis Cluster): the log,
 the snapshots, the leases and the channel live there. The scaling model: a model's
 feedback is bounded by its one learner (its updates are sequential), models spread over
-learners; predictions scale with replicas, each loading every published version whole.
+learners; predictions scale with replicas, each loading every published version whole. A
+``parallel`` model is the exception: k learners each learn a share of its log, leased like
+a model, and its owner merges them (``service.scale.parallel``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import time
 
 import httpx
 import numpy as np
+import pytest
 import redis
 
 from benchmarks.servers import RedisServer, ServiceProcess, start_all, stop_all
@@ -28,6 +29,7 @@ from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 from service.model.spec import ChallengerSpec, CreateModel, member_spec
 from service.scale.keys import RedisKeys
+from tests.service.cluster import RedisClusterNodes
 from tests.service.conftest import wait_for
 
 TTL = 2.0
@@ -42,9 +44,10 @@ SPEC = {
 }
 
 
-def fleet(tmp_path, url: str, failpoints: str = ""):
+def fleet(tmp_path, url: str, failpoints: str = "", cluster: bool = False):
     common = {
         "LORENTZTRON_REDIS_URL": url,
+        "LORENTZTRON_REDIS_CLUSTER": "true" if cluster else "false",
         "LORENTZTRON_LEASE_TTL": str(TTL),
         "LORENTZTRON_PUBLISH_INTERVAL": "0.2",
         "LORENTZTRON_POLL_INTERVAL": "0.3",
@@ -157,11 +160,19 @@ def assert_equal_states(state: dict, expected: dict) -> None:
         np.testing.assert_array_equal(state["arrays"][name], values, err_msg=name)
 
 
-def test_two_learners_learn_one_model_and_merge_it_as_the_reference_does(tmp_path):
-    server = RedisServer(tmp_path)
-    server.start()
-    learners, api = fleet(tmp_path, server.url)
-    client, keys = redis.Redis.from_url(server.url), RedisKeys()
+@pytest.mark.parametrize("cluster", [False, True], ids=["redis", "cluster"])
+def test_two_learners_learn_one_model_and_merge_it_as_the_reference_does(tmp_path, cluster):
+    """Three shares on two learners (one holds two shares of the model), on one Redis and
+    on a three-master Redis Cluster (a share's keys are in a slot of their own)."""
+    if cluster:
+        server = RedisClusterNodes(tmp_path / "cluster", masters=3).start()
+        client = redis.RedisCluster.from_url(server.url)
+    else:
+        server = RedisServer(tmp_path)
+        server.start()
+        client = redis.Redis.from_url(server.url)
+    learners, api = fleet(tmp_path, server.url, cluster=cluster)
+    keys = RedisKeys()
     try:
         start_all((*learners, api))
         created = httpx.post(f"{api.url}/v1/models", json=SPEC)
