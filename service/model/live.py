@@ -559,19 +559,24 @@ class LiveModel:
 
     def load_merged(
         self,
+        base: int,
         snapshot: dict,
         means: dict,
         counts: dict,
         first: Position,
         end: Position,
         records: int,
-    ) -> int:
+    ) -> int | None:
         """Become a parallel model's merged round (``service.scale.parallel.merge_round``):
         the last share's ``snapshot``, each member of ``means`` holding that flat vector of
         floats (``core.parallel.unflatten``) and ``counts`` more examples and aggressive
         updates, at the next version and the round's ``end`` (its records from ``first``).
-        One writer-lock hold: a prediction sees the round before or this one, whole."""
+        One writer-lock hold: a prediction sees the round before or this one, whole. None
+        (nothing done) unless the model is still at version ``base``, the one the round
+        started from (a change made meanwhile: the shares learn the round again)."""
         with self.lock.write():
+            if self.record.version != base:
+                return None
             self._load(snapshot)
             for name, mean in means.items():
                 member = self.group.member(name)

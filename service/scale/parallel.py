@@ -295,5 +295,7 @@ def merge_round(live, rounds: Rounds, k: int) -> RoundMeta | None:
         means[name] = tree_sum(rows) / k
         # the last share's counters are loaded with its state: the others' examples join
         counts[name] = np.sum([meta.counters[name] for meta in metas[:-1]], axis=0, dtype=int)
-    live.load_merged(state, means, counts, last.first, last.end, last.records)
-    return last
+    failpoints.reach("parallel.merge")
+    if live.load_merged(last.base, state, means, counts, last.first, last.end, last.records):
+        return last
+    return None

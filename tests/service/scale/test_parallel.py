@@ -29,6 +29,8 @@ from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 from service.model.spec import ChallengerSpec, CreateModel, member_spec
 from service.scale.keys import RedisKeys
+from service.scale.leases import LeaseLost, Leases
+from service.scale.parallel import Rounds
 from tests.service.cluster import RedisClusterNodes
 from tests.service.conftest import wait_for
 
@@ -44,8 +46,11 @@ SPEC = {
 }
 
 
-def fleet(tmp_path, url: str, failpoints: str = "", cluster: bool = False):
+def fleet(tmp_path, url: str, failpoints: str = "", cluster: bool = False, held: str = ""):
+    """Two learners (the first with ``failpoints``, both with the ``hold`` failpoints
+    ``held``, their files in ``tmp_path``) and an api replica."""
     common = {
+        "LORENTZTRON_FAILPOINTS_DIR": str(tmp_path),
         "LORENTZTRON_REDIS_URL": url,
         "LORENTZTRON_REDIS_CLUSTER": "true" if cluster else "false",
         "LORENTZTRON_LEASE_TTL": str(TTL),
@@ -59,7 +64,7 @@ def fleet(tmp_path, url: str, failpoints: str = "", cluster: bool = False):
             {
                 **common,
                 "LORENTZTRON_ROLE": "learner",
-                "LORENTZTRON_FAILPOINTS": failpoints * (i == 0),
+                "LORENTZTRON_FAILPOINTS": ",".join(filter(None, (failpoints * (i == 0), held))),
             },
             tmp_path / f"learner{i}.log",
         )
@@ -358,6 +363,61 @@ def test_a_paused_parallel_model_learns_its_backlog_on_resume_or_discards_it(tmp
         assert end == positions()[-1]
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
         assert_equal_states(latest(client, keys)[1], expected["original"])
+    finally:
+        stop_all((api, *learners))
+        server.stop()
+
+
+def test_a_shares_round_is_written_only_under_its_lease(tmp_path):
+    """A learner that lost a share's lease (another took it) cannot write its round: the
+    write is refused and the other's round stays."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        client, keys = redis.Redis.from_url(server.url), RedisKeys()
+        rounds = Rounds(client, keys)
+        first = Leases(client, keys, "learner-a", ttl=0.2).acquire("m/1")
+        rounds.write("m", 1, first.value, {"meta": b"a"})
+        wait_for(lambda: client.get(keys.lease("m/1")) is None, timeout=5)  # expired
+        second = Leases(client, keys, "learner-b", ttl=10).acquire("m/1")
+        rounds.write("m", 1, second.value, {"meta": b"b", "aligned:original": b"\0" * 8})
+        with pytest.raises(LeaseLost):
+            rounds.write("m", 1, first.value, {"meta": b"a"})
+        assert client.hgetall(keys.model("m/1", "round")) == {
+            b"meta": b"b",
+            b"aligned:original": b"\0" * 8,
+        }
+        assert first.value != second.value
+    finally:
+        server.stop()
+
+
+def test_a_change_made_while_the_owner_merges_is_kept_and_the_round_learned_again(tmp_path):
+    """A challenger added on the owner after it read the shares' rounds and before it merged
+    them: the merge of the rounds learned without it is dropped (the model is not at their
+    version any more), the shares learn the round again with it, and that merge is kept."""
+    server = RedisServer(tmp_path)
+    server.start()
+    learners, api = fleet(tmp_path, server.url, held="parallel.merge=hold*1")
+    client, keys = redis.Redis.from_url(server.url), RedisKeys()
+    challenger = {"name": "c1", "kind": "dos", "params": {"rank": 1, "seed": 5}}
+    try:
+        start_all((*learners, api))
+        assert httpx.post(f"{api.url}/v1/models", json=SPEC).status_code == 201
+        post_feedback(api.url, INTERVAL, seed=10)  # one round
+        held = tmp_path / "parallel.merge"
+        wait_for(held.exists, timeout=60)
+        owner = (client.get(keys.lease("m")) or b"").decode().split("-")[1]
+        at = next(p.url for p in learners if str(p.process.pid) == owner)
+        added = httpx.post(f"{at}/v1/models/m/challengers", json=challenger)
+        assert added.status_code == 201, added.text
+        held.unlink()
+        expected, end = reference(client, keys, K, INTERVAL, challenger=(0, challenger))
+        wait_for(lambda: merged_through(client, keys, end), timeout=60)
+        _, state = latest(client, keys)
+        assert_equal_states(state, expected["original"])
+        _, saved = decode(state["service"]["arrays"][MEMBERS + "c1"].tobytes())
+        assert_equal_states(saved, expected["c1"])
     finally:
         stop_all((api, *learners))
         server.stop()
