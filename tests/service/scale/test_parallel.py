@@ -183,7 +183,19 @@ def test_two_learners_learn_one_model_and_merge_it_as_the_reference_does(tmp_pat
         created = httpx.post(f"{api.url}/v1/models", json=SPEC)
         assert created.status_code == 201, created.text
         assert created.json()["parallel"]["learners"] == K
-        post_feedback(api.url, 40, seed=0, rows=3)  # rounds cut inside requests
+        post_feedback(api.url, 20, seed=0, rows=3)  # rounds cut inside requests
+        # exactly once with a key: the retry is answered again, the log holds it once
+        keyed = {"examples": [{"x": [0.5, -1.0, 2.0, 0.0, 1.0], "label": 1}] * 2}
+        headers = {"Idempotency-Key": "once"}
+        answers = [
+            httpx.post(f"{api.url}/v1/models/m/feedback", json=keyed, headers=headers)
+            for _ in range(2)
+        ]
+        assert [a.status_code for a in answers] == [200, 200]
+        assert answers[1].headers.get("Idempotent-Replayed") == "true"
+        assert answers[0].json() == answers[1].json()
+        post_feedback(api.url, 20, seed=1, rows=3)
+        assert client.xlen(keys.log("m")) == 41
         ends = [i.decode() for i, _ in client.xrange(keys.log("m"))]
         expected, end = reference(client, keys, K, INTERVAL)
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
