@@ -66,3 +66,22 @@ def test_every_relative_link_of_the_readme_and_docs_resolves():
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_no_tracked_file_holds_a_merge_conflict_marker():
+    """A merge resolved by hand once left its markers in two pages of docs/."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    marked = []
+    for name in filter(None, files):
+        path = ROOT / name.decode()
+        if not path.is_file() or path.stat().st_size > 4 << 20:
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue  # (binary)
+        for number, line in enumerate(data.splitlines(), start=1):
+            if line.startswith((b"<<<<<<< ", b">>>>>>> ")) or line == b"=======":
+                marked.append(f"{name.decode()}:{number}")
+    assert not marked, marked
