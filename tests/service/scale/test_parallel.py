@@ -159,6 +159,23 @@ def merged_through(client, keys: RedisKeys, position: str) -> bool:
     return found is not None and found[0]["log_position"] == position
 
 
+def owner_url(client, keys: RedisKeys, learners: list[ServiceProcess]) -> str:
+    """The URL of the learner holding the model's own lease (changes are made there)."""
+    owner = (client.get(keys.lease("m")) or b"").decode().split("-")[1]
+    return next(p.url for p in learners if str(p.process.pid) == owner)
+
+
+def assert_members(client, keys: RedisKeys, expected: dict) -> dict:
+    """The latest snapshot holds each member's ``expected`` state (the champion's, then each
+    challenger's blob); its header."""
+    header, state = latest(client, keys)
+    assert_equal_states(state, expected.pop("original"))
+    for name, members in expected.items():
+        _, saved = decode(state["service"]["arrays"][MEMBERS + name].tobytes())
+        assert_equal_states(saved, members)
+    return header
+
+
 def assert_equal_states(state: dict, expected: dict) -> None:
     assert set(state["arrays"]) == set(expected["arrays"])
     for name, values in expected["arrays"].items():
@@ -292,8 +309,7 @@ def test_a_challenger_of_a_parallel_model_learns_the_same_way(tmp_path):
         post_feedback(api.url, 2 * INTERVAL, seed=3)  # two rounds exactly
         _, end = reference(client, keys, K, INTERVAL)
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
-        owner = (client.get(keys.lease("m")) or b"").decode().split("-")[1]
-        at = next(p.url for p in learners if str(p.process.pid) == owner)
+        at = owner_url(client, keys, learners)
         refused = httpx.post(f"{at}/v1/models/m/challengers", json={"name": "q", "kind": "pqr"})
         assert refused.status_code == 422, refused.text
         assert "would not merge" in refused.json()["error"]["message"]
@@ -302,10 +318,7 @@ def test_a_challenger_of_a_parallel_model_learns_the_same_way(tmp_path):
         post_feedback(api.url, 15, seed=4, rows=3)
         expected, end = reference(client, keys, K, INTERVAL, challenger=(2, challenger))
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
-        header, state = latest(client, keys)
-        assert_equal_states(state, expected["original"])
-        _, saved = decode(state["service"]["arrays"][MEMBERS + "c1"].tobytes())
-        assert_equal_states(saved, expected["c1"])
+        header = assert_members(client, keys, expected)
 
         wait_for(lambda: version_at(api.url) == header["version"], timeout=30)
         [listed] = httpx.get(f"{api.url}/v1/models/m/challengers").json()["challengers"]
@@ -340,8 +353,7 @@ def test_a_paused_parallel_model_learns_its_backlog_on_resume_or_discards_it(tmp
         assert httpx.post(f"{api.url}/v1/models", json=SPEC).status_code == 201
         post_feedback(api.url, INTERVAL, seed=5)
         wait_for(lambda: merged_through(client, keys, positions()[-1]), timeout=60)
-        owner = (client.get(keys.lease("m")) or b"").decode().split("-")[1]
-        at = next(p.url for p in learners if str(p.process.pid) == owner)
+        at = owner_url(client, keys, learners)
 
         def learning(body: dict) -> None:
             response = httpx.post(f"{at}/v1/models/m/learning", json=body)
@@ -419,17 +431,13 @@ def test_a_change_made_while_the_owner_merges_is_kept_and_the_round_learned_agai
         post_feedback(api.url, INTERVAL, seed=10)  # one round
         held = tmp_path / "parallel.merge"
         wait_for(held.exists, timeout=60)
-        owner = (client.get(keys.lease("m")) or b"").decode().split("-")[1]
-        at = next(p.url for p in learners if str(p.process.pid) == owner)
+        at = owner_url(client, keys, learners)
         added = httpx.post(f"{at}/v1/models/m/challengers", json=challenger)
         assert added.status_code == 201, added.text
         held.unlink()
         expected, end = reference(client, keys, K, INTERVAL, challenger=(0, challenger))
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
-        _, state = latest(client, keys)
-        assert_equal_states(state, expected["original"])
-        _, saved = decode(state["service"]["arrays"][MEMBERS + "c1"].tobytes())
-        assert_equal_states(saved, expected["c1"])
+        assert_members(client, keys, expected)
     finally:
         stop_all((api, *learners))
         server.stop()
