@@ -368,6 +368,8 @@ class Learner(_Loop):
                     learned = True
                     self.rounds.progress(share.name, share.share, self.id, share.position)
             except LeaseLost:
+                self.metrics.fenced_writes.inc()
+                log.warning("share %s: the write of its round was refused (lease lost)", unit)
                 self.lost(unit, share.fence)
             except SnapshotError as error:  # (pruned meanwhile: the next step reads the newest)
                 log.info("share %s: %s", unit, error)

@@ -9,6 +9,7 @@ aligned averaging are refused."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -254,29 +255,34 @@ def stopped(pid: int) -> bool:
         return stat.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
-def test_a_share_whose_learner_dies_mid_round_is_taken_over_and_learned_again(tmp_path):
+@pytest.mark.parametrize("how", ["killed", "stalled"])
+def test_a_share_whose_learner_dies_mid_round_is_taken_over_and_learned_again(tmp_path, how):
+    """The learner of a share stops between learning its round and writing it (failpoint
+    ``parallel.round``), then is SIGKILLed, or resumed once another learner took its
+    leases: its write is then refused (fenced). Either way its leases are taken over within
+    twice the TTL of its stop, and the published model is the reference's, bit for bit."""
     server = RedisServer(tmp_path)
     server.start()
     learners, api = fleet(tmp_path, server.url, failpoints="parallel.round=stop*1")
     client, keys = redis.Redis.from_url(server.url), RedisKeys()
+    victim = learners[0]
     try:
         start_all((*learners, api))
         assert httpx.post(f"{api.url}/v1/models", json=SPEC).status_code == 201
         post_feedback(api.url, INTERVAL, seed=1)
-        victim = learners[0].process.pid
-        wait_for(lambda: stopped(victim), timeout=60)  # its share learned, not yet written
+        pid = victim.process.pid
+        wait_for(lambda: stopped(pid), timeout=60)  # its share learned, not yet written
+        since = time.monotonic()
         held = [
             name
             for name in ("m", *(f"m/{share}" for share in range(K)))
-            if (client.get(keys.lease(name)) or b"").decode().split("-")[1:2] == [str(victim)]
+            if (client.get(keys.lease(name)) or b"").decode().split("-")[1:2] == [str(pid)]
         ]
         assert any("/" in name for name in held)
-        os.kill(victim, signal.SIGKILL)
-        killed = time.monotonic()
+        if how == "killed":
+            os.kill(pid, signal.SIGKILL)
         survivor = next(
-            m.decode()
-            for m in client.zrange(keys.learners, 0, -1)
-            if f"-{victim}-" not in m.decode()
+            m.decode() for m in client.zrange(keys.learners, 0, -1) if f"-{pid}-" not in m.decode()
         )
         wait_for(
             lambda: all(
@@ -285,14 +291,25 @@ def test_a_share_whose_learner_dies_mid_round_is_taken_over_and_learned_again(tm
             timeout=4 * TTL,
             period=0.05,
         )
-        assert time.monotonic() - killed <= 2 * TTL
+        assert time.monotonic() - since <= 2 * TTL
+        if how == "stalled":
+            os.kill(pid, signal.SIGCONT)
+            refused = "the write of its round was refused"
+            wait_for(lambda: refused in (tmp_path / "learner0.log").read_text(), timeout=30)
+            assert fenced_writes(victim.url) >= 1
         post_feedback(api.url, 2 * INTERVAL, seed=2)
         expected, end = reference(client, keys, K, INTERVAL)
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
         assert_equal_states(latest(client, keys)[1], expected["original"])
     finally:
-        stop_all((api, *learners[1:]))
+        stop_all((api, *(learners if how == "stalled" else learners[1:])))
         server.stop()
+
+
+def fenced_writes(url: str) -> float:
+    metrics = httpx.get(f"{url}/metrics", timeout=5).text
+    found = re.search(r"^lorentztron_fenced_writes_total (\S+)$", metrics, flags=re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def test_a_challenger_of_a_parallel_model_learns_the_same_way(tmp_path):
