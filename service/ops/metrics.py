@@ -3,23 +3,22 @@
 Metrics live in a registry owned by the app (not the process-global default), so that several
 apps in one process (tests) do not collide. Labels are bounded: ``endpoint`` is the route
 template; ``model`` is removed when a model is deleted, and a scrape shows the per-model
-series of at most ``metrics_top_n`` models (the busiest: most predictions and feedback since
-the start) and those named in ``metrics_models``, so that a process holding 100,000 models
-answers a scrape of a few hundred kilobytes. Every per-model counter and histogram also has
-its aggregate over every model, ``lorentztron_models_*`` without the ``model`` label (and
-``lorentztron_models_*`` gauges sum or count what matters over every model); the other
-models' figures are read through the API (``GET /v1/models/{name}``).
+series of at most ``metrics_top_n`` models (those with a stale snapshot first, then the
+busiest: most predictions and feedback since the start; ``Metrics.choose``) and those named
+in ``metrics_models``, so that a process holding 100,000 models answers a scrape of a few
+hundred kilobytes. The per-model metrics are ``service.ops.per_model_metrics`` families
+(small children; every counter and histogram also has its aggregate over every model,
+``lorentztron_models_*`` without the ``model`` label); ``lorentztron_models_*`` gauges sum
+or count what matters over every model; the other models' figures are read through the
+API (``GET /v1/models/{name}``).
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import os
 import platform
-import threading
 import time
-from bisect import bisect_left
 
 import numba
 import prometheus_client
@@ -32,15 +31,10 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
-from prometheus_client.utils import floatToGoString
 
 from core import __version__
 from service.config import Settings
+from service.ops.per_model_metrics import ModelFamily, ModelSeries, SharedFamily
 
 #: how the processes of ``serve --workers N`` (one role's) merge a gauge
 #: (``service.ops.multiprocess``): the value last set by a live process, unless named here
@@ -71,181 +65,6 @@ FRESHNESS_BUCKETS = (0.05, *(round(0.1 * k, 1) for k in range(1, 21)), 2.5, 3.0,
 TAKEOVER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
 
-class _Value:
-    """A counter's or gauge's value (and its aggregate's, for counters): a few slots, not
-    prometheus_client's child with its own lock, for every model of a process."""
-
-    __slots__ = ("family", "total", "value")
-
-    def __init__(self, family: ModelFamily, total: _Value | None):
-        self.family, self.total, self.value = family, total, 0.0
-
-    def inc(self, amount: float = 1.0) -> None:
-        with self.family.lock:
-            self.value += amount
-            if self.total is not None:
-                self.total.value += amount
-
-    def set(self, value: float) -> None:
-        self.value = float(value)
-
-    def get(self) -> float:
-        return self.value
-
-
-class _Buckets:
-    """A histogram's counts per bucket (not cumulative) and sum, and its aggregate's."""
-
-    __slots__ = ("counts", "family", "sum", "total")
-
-    def __init__(self, family: ModelFamily, total: _Buckets | None):
-        self.family, self.total = family, total
-        self.counts, self.sum = [0] * len(family.buckets), 0.0
-
-    def observe(self, value: float) -> None:
-        index = bisect_left(self.family.buckets, value)  # (le is inclusive)
-        with self.family.lock:
-            for held in (self, self.total) if self.total is not None else (self,):
-                held.counts[index] += 1
-                held.sum += value
-
-
-class ModelFamily:
-    """A metric whose first label is ``model``, as ``prometheus_client``'s ``labels`` /
-    ``remove`` know it, with small children; a scrape shows the models ``collect`` is given
-    (``Metrics.exported``). A counter or histogram keeps its aggregate over every model (by
-    its other labels), shown as ``lorentztron_models_<name>``; a model removed leaves its
-    counts in the aggregate, so that it never decreases."""
-
-    def __init__(self, kind: str, name: str, documentation: str, labelnames, buckets=()):
-        self.kind, self.name, self.documentation = kind, name, documentation
-        self.labelnames = tuple(labelnames)
-        self.buckets = (*(float(b) for b in buckets), math.inf) if kind == "histogram" else ()
-        self.lock = threading.Lock()
-        #: label values -> child, as prometheus_client names it
-        self._metrics: dict[tuple[str, ...], _Value | _Buckets] = {}
-        self._totals: dict[tuple[str, ...], _Value | _Buckets] = {}
-
-    def labels(self, *values) -> _Value | _Buckets:
-        key = tuple(str(value) for value in values)
-        child = self._metrics.get(key)
-        if child is None:
-            if len(key) != len(self.labelnames):
-                raise ValueError(f"{self.name} takes the labels {self.labelnames}, got {key}")
-            make = _Buckets if self.kind == "histogram" else _Value
-            with self.lock:
-                total = None
-                if self.kind != "gauge":
-                    total = self._totals.get(key[1:])
-                    if total is None:
-                        total = self._totals[key[1:]] = make(self, None)
-                child = self._metrics.setdefault(key, make(self, total))
-        return child
-
-    def remove(self, *values) -> None:
-        with self.lock:
-            del self._metrics[tuple(str(value) for value in values)]
-
-    def forget(self, model: str) -> None:
-        """Remove every series of ``model``."""
-        with self.lock:
-            for key in [key for key in self._metrics if key[0] == model]:
-                del self._metrics[key]
-
-    def value(self, *values) -> float:
-        """A counter's or gauge's value (0 if it has none)."""
-        child = self._metrics.get(tuple(values))
-        return child.value if child is not None else 0.0
-
-    def collect(self, exported: set[str] | None) -> list:
-        """The family of the ``exported`` models (None: every model), then the aggregate."""
-        with self.lock:
-            children = [
-                (key, child)
-                for key, child in self._metrics.items()
-                if exported is None or key[0] in exported
-            ]
-            totals = list(self._totals.items())
-        families = [self._family(self.name, self.documentation, self.labelnames, children)]
-        if self.kind != "gauge":
-            families.append(
-                self._family(
-                    "lorentztron_models_" + self.name.removeprefix("lorentztron_"),
-                    f"{self.documentation} (every model of the process)",
-                    self.labelnames[1:],
-                    totals,
-                )
-            )
-        return families
-
-    def _family(self, name: str, documentation: str, labelnames, children):
-        if self.kind == "histogram":
-            family = HistogramMetricFamily(name, documentation, labels=labelnames)
-            for key, child in children:
-                cumulative, buckets = 0, []
-                for bound, count in zip(self.buckets, child.counts, strict=True):
-                    cumulative += count
-                    buckets.append((floatToGoString(bound), cumulative))
-                family.add_metric(list(key), buckets, child.sum)
-            return family
-        make = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
-        family = make(name, documentation, labels=labelnames)
-        for key, child in children:
-            family.add_metric(list(key), child.value)
-        return family
-
-
-class _SharedFamily:
-    """``ModelFamily``'s interface over prometheus_client's own metric, for the processes of
-    ``serve --workers N`` (``PROMETHEUS_MULTIPROC_DIR`` set): its values go to the process's
-    files, which a scrape merges and bounds (``service.ops.multiprocess.registry``: the
-    models shown and the ``lorentztron_models_*`` aggregates), so it collects nothing here."""
-
-    def __init__(self, kind: str, name: str, documentation: str, labelnames, buckets=()):
-        self.kind, self.name = kind, name
-        if kind == "histogram":
-            self.metric = prometheus_client.Histogram(
-                name, documentation, labelnames, buckets=buckets, registry=None
-            )
-        elif kind == "counter":
-            self.metric = prometheus_client.Counter(name, documentation, labelnames, registry=None)
-        else:
-            self.metric = Gauge(name, documentation, labelnames, registry=None)
-
-    @property
-    def _metrics(self) -> dict:
-        return self.metric._metrics
-
-    def labels(self, *values):
-        return self.metric.labels(*values)
-
-    def remove(self, *values) -> None:
-        self.metric.remove(*values)
-
-    def forget(self, model: str) -> None:
-        for key in [key for key in list(self.metric._metrics) if key[0] == model]:
-            self.metric.remove(*key)
-
-    def value(self, *values) -> float:
-        child = self.metric._metrics.get(tuple(values))
-        return child._value.get() if child is not None else 0.0
-
-    def collect(self, exported) -> list:
-        return []
-
-
-class _ModelSeries:
-    """The collector of the per-model families (registered once on the app's registry)."""
-
-    def __init__(self, metrics: Metrics):
-        self.metrics = metrics
-
-    def collect(self):
-        exported = self.metrics.exported()
-        for family in self.metrics.model_families:
-            yield from family.collect(exported)
-
-
 class Metrics:
     """The service's metrics on their own CollectorRegistry; ``snapshot_interval`` is the
     configured one (``Settings.snapshot_interval``), exported for the alert on stale
@@ -260,13 +79,15 @@ class Metrics:
     ):
         self.registry = registry = CollectorRegistry()
         self.top_n, self.named = top_n, frozenset(models)
-        self.model_families: list[ModelFamily | _SharedFamily] = []
+        self.model_families: list[ModelFamily | SharedFamily] = []
 
         shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))  # serve --workers N
 
         def per_model(kind: str, name: str, documentation: str, labelnames, **options):
-            make = _SharedFamily if shared else ModelFamily
-            family = make(kind, name, documentation, labelnames, **options)
+            if shared:
+                family = SharedFamily(kind, name, documentation, labelnames, gauge=Gauge, **options)
+            else:
+                family = ModelFamily(kind, name, documentation, labelnames, **options)
             self.model_families.append(family)
             return family
 
@@ -571,7 +392,7 @@ class Metrics:
             "intervals (at least a minute) ago: LorentztronSnapshotStale for every model.",
             registry=registry,
         )
-        registry.register(_ModelSeries(self))
+        registry.register(ModelSeries(self.model_families, self.exported))
         #: the models whose series the last scrape showed (None: not chosen yet)
         self._exported: set[str] | None = None
         self._expired_seen = 0
