@@ -31,6 +31,7 @@ POINTS = {
     "redis_log.keyed_appended": "a keyed Redis log append ran, its reply not yet read",
     "replica.swap": "an api replica built a published version aside, not yet swapped in",
     "parallel.round": "a parallel model's share learned its round, not yet written",
+    "learner.placement": "a learner placed the free models, not yet taken those placed on it",
 }
 #: how often a held thread looks whether its file is still there, seconds
 HOLD_POLL = 0.01
