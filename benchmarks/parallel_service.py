@@ -176,7 +176,7 @@ def owner(client, learners, name: str) -> str:
         value = client.get(RedisKeys().lease(name))
         if value is None:
             return None
-        pid = value.decode().split("-")[1]
+        pid = value.decode().rsplit(" ", 1)[0].rsplit("-", 2)[1]  # (host-pid-random)
         url = next((p.url for p in learners if str(p.process.pid) == pid), None)
         if url is None or httpx.get(f"{url}/v1/models/{name}").status_code != 200:
             return None
@@ -186,9 +186,8 @@ def owner(client, learners, name: str) -> str:
 
 
 def settle(client, learners, name: str, k: int) -> str:
-    """The owner's url (``owner``) once the model and its shares all have a learner and
-    each learner has its share of them (a learner that took two before the other took its
-    one hands one over: ``service.scale.leases.surplus``)."""
+    """The owner's url (``owner``) once the model and its shares all have a learner, each
+    share a learner of its own (else the two shares are learned one after the other)."""
     keys = RedisKeys()
     units = [name, *(f"{name}/{share}" for share in range(k if k > 1 else 0))]
 
@@ -197,9 +196,9 @@ def settle(client, learners, name: str, k: int) -> str:
         if None in values:
             return False
         holders = [value.decode().rsplit(" ", 1)[0] for value in values]
-        return len(units) == 1 or len(set(holders)) == 2
+        return len(set(holders[1:])) == len(holders[1:])
 
-    wait(placed, 60, f"{name} placed on the learners")
+    wait(placed, 60, f"{name} placed, each share on a learner of its own")
     return owner(client, learners, name)
 
 
