@@ -32,6 +32,7 @@ POINTS = {
     "replica.swap": "an api replica built a published version aside, not yet swapped in",
     "parallel.round": "a parallel model's share learned its round, not yet written",
     "parallel.merge": "a parallel model's owner read its shares' rounds, not yet merged",
+    "learner.placement": "a learner placed the free models, not yet taken those placed on it",
 }
 #: how often a held thread looks whether its file is still there, seconds
 HOLD_POLL = 0.01

@@ -157,7 +157,7 @@ class Share:
     the model at the round's start, what it has read of the round, and the members' states
     at the start (the reference of the alignment)."""
 
-    #: records read from the log at a time
+    #: records read from the log at a time, at most
     chunk = 1000
 
     def __init__(self, name: str, share: int, fence: str, learner):
@@ -175,6 +175,8 @@ class Share:
         self.first = None
         #: member name -> (the member, its state and counters at the round's start)
         self.references: dict[str, tuple] = {}
+        #: examples and records read by this share in all its rounds (``_count``)
+        self.read = [0, 0]
 
     @property
     def k(self) -> int:
@@ -202,7 +204,7 @@ class Share:
         if self.done or self.live.group.paused:  # (paused: resumed by a new version)
             return False
         start = "-" if self.position is None else f"({self.position}"
-        entries = client.xrange(log_key, min=start, count=self.chunk)
+        entries = client.xrange(log_key, min=start, count=self._count())
         k, interval = self.k, self.interval
         for position, fields in entries:
             position = position.decode()
@@ -218,12 +220,26 @@ class Share:
                 self.live.learn_part(position, part, targets[rows])
             self.examples += batch.n_rows
             self.records += 1
+            self.read[0] += batch.n_rows
+            self.read[1] += 1
             self.first = self.first or position
             self.position = position
             if self.examples >= interval:
                 self.finish()
                 break
         return bool(entries)
+
+    def _count(self) -> int:
+        """Records to read next: about as many as the round still needs at the mean examples
+        per record read so far (one before any), at most ``chunk``. Every share reads every
+        record of the log; one that read ``chunk`` records at a time would read, at each
+        round's end, records of later rounds for nothing (a backlog of large batches: all
+        of it, at every round)."""
+        examples, records = self.read
+        if not records:
+            return 1
+        needed = (self.interval - self.examples) * records / max(examples, 1)
+        return max(1, min(self.chunk, int(np.ceil(needed))))
 
     def finish(self) -> None:
         """The round's end: each member's state aligned to its state at the start (a member

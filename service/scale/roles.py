@@ -41,7 +41,7 @@ import redis
 from service.durability.feedback_log import after, position_time
 from service.durability.store import IncarnationGone, SnapshotError, decode
 from service.exceptions import NotFound
-from service.ops import tracing
+from service.ops import failpoints, tracing
 from service.scale import deltas
 from service.scale.leases import LeaseLost, Leases, learner_id, place, surplus
 from service.scale.parallel import Rounds, Share, merge_round, share_name, split_share
@@ -219,6 +219,7 @@ class Learner(_Loop):
         learners = self.leases.live()
         free = [name for name in names if owners[name] is None]
         placed = place(free, owners, learners)
+        failpoints.reach("learner.placement")
         now = time.monotonic()
         for name in list(self._free_since):
             if name not in free:
@@ -229,7 +230,10 @@ class Learner(_Loop):
             if placed[name] == self.id or now - since > self.settings.lease_ttl:
                 taking.append(name)
         self.take(taking)
-        for name in sorted(self.held_leases())[: surplus(self.id, owners, learners)][:1]:
+        # a free model counts for the learner it is placed on: one that has yet to take
+        # its own (its round comes later) is not short of models, nor is this one above it
+        after = {**owners, **placed}
+        for name in sorted(self.held_leases())[: surplus(self.id, after, learners)][:1]:
             self.hand_over(name)
 
     def take(self, names: list[str]) -> None:

@@ -30,7 +30,7 @@ from service.model.kinds import Limits, plan
 from service.model.live import LiveModel
 from service.model.spec import ChallengerSpec, CreateModel, member_spec
 from service.scale.keys import RedisKeys
-from service.scale.leases import LeaseLost, Leases
+from service.scale.leases import LeaseLost, Leases, place
 from service.scale.parallel import Rounds
 from tests.service.cluster import RedisClusterNodes
 from tests.service.conftest import wait_for
@@ -456,5 +456,69 @@ def test_a_change_made_while_the_owner_merges_is_kept_and_the_round_learned_agai
         wait_for(lambda: merged_through(client, keys, end), timeout=60)
         assert_members(client, keys, expected)
     finally:
+        stop_all((api, *learners))
+        server.stop()
+
+
+def test_a_learner_keeps_a_new_model_while_the_other_has_yet_to_take_its_share(tmp_path):
+    """A parallel model placed on two learners: the model and share 1 on one (A), share 0 on
+    the other (B). Both learners are held before they take what they placed (failpoint
+    ``learner.placement``), A released round by round, B not: A takes its two and, seeing B
+    still without its share, does not count itself two above B and hand the model over
+    (share 0 counts for B, where it is placed). The model never changes hands and each
+    share ends on its own learner."""
+    server = RedisServer(tmp_path)
+    server.start()
+    learners, api = fleet(tmp_path, server.url)
+    holds = []
+    for i, process in enumerate((*learners, api)):
+        process.env["LORENTZTRON_LEASE_TTL"] = "10"  # (no take of a model free for a TTL)
+        if process is not api:
+            holds.append(tmp_path / f"holds{i}")
+            holds[-1].mkdir()
+            process.env["LORENTZTRON_FAILPOINTS"] = "learner.placement=hold*4"
+            process.env["LORENTZTRON_FAILPOINTS_DIR"] = str(holds[-1])
+    client, keys = redis.Redis.from_url(server.url), RedisKeys()
+    units = ["m", "m/0", "m/1"]
+
+    def holder(unit: str) -> str | None:
+        value = client.get(keys.lease(unit))
+        return None if value is None else value.decode()
+
+    def next_round(hold) -> None:
+        """Release a learner held before it takes, and wait until it is held again (its
+        next placement round; until then, it has decided its handovers)."""
+        (hold / "learner.placement").unlink()
+        wait_for((hold / "learner.placement").exists, timeout=30)
+
+    try:
+        start_all((*learners, api))
+        for hold in holds:  # (each held in its first round)
+            wait_for((hold / "learner.placement").exists, timeout=30)
+        body = {**SPEC, "parallel": {"learners": 2, "interval": INTERVAL}}
+        assert httpx.post(f"{api.url}/v1/models", json=body).status_code == 201
+        ids = sorted(m.decode() for m in client.zrange(keys.learners, 0, -1))
+        placed = place(units, dict.fromkeys(units), ids)
+        assert placed["m"] == placed["m/1"] != placed["m/0"]
+        a = next(i for i, p in enumerate(learners) if f"-{p.process.pid}-" in f"-{placed['m']}-")
+        next_round(holds[a])  # (its first round placed nothing: the model was not there)
+        next_round(holds[a])  # takes the model and share 1
+        taken = holder("m")
+        assert taken.startswith(placed["m"] + " ") and holder("m/1") is not None
+        assert holder("m/0") is None  # (B is held)
+        next_round(holds[a])  # decides its handovers with share 0 still free
+        assert holder("m") == taken
+        (holds[a] / "learner.placement").unlink()  # (its last hold)
+        b = holds[1 - a] / "learner.placement"
+        for _ in range(4):
+            wait_for(b.exists, timeout=30)
+            b.unlink()
+        wait_for(lambda: None not in [holder(unit) for unit in units], timeout=30)
+        assert holder("m") == taken  # never handed over
+        owners = [holder(unit).rsplit(" ", 1)[0] for unit in units]
+        assert owners == [placed[unit] for unit in units]
+    finally:
+        for hold in holds:
+            (hold / "learner.placement").unlink(missing_ok=True)
         stop_all((api, *learners))
         server.stop()
