@@ -155,21 +155,38 @@ def _server_ms(client) -> int:
 
 def place(free: list[str], owners: dict[str, str | None], learners: list[str]) -> dict[str, str]:
     """Learner for each free model: one at a time to the least-loaded live learner (ties by
-    name), so that every learner computing it from the same view gets the same answer.
+    name), so that every learner computing it from the same view gets the same answer. The
+    shares of a parallel model (``<model>/<i>``, ``service.scale.parallel``) go first to the
+    learners holding fewest of its shares: k shares on k learners learn at once.
 
     >>> place(["c", "d"], {"a": "L1", "b": "L1", "c": None, "d": None}, ["L1", "L2"])
     {'c': 'L2', 'd': 'L2'}
+    >>> place(["m/1"], {"a": "L2", "b": "L2", "m/0": "L1", "m/1": None}, ["L1", "L2"])
+    {'m/1': 'L2'}
     """
     loads = Counter({learner: 0 for learner in learners})
-    for owner in owners.values():
+    shares = Counter()  # (parallel model, learner): shares of the model held there
+    for name, owner in owners.items():
         if owner in loads:
             loads[owner] += 1
+            shares[_model_of(name), owner] += 1
     placed = {}
     for name in sorted(free):
-        learner = min(learners, key=lambda candidate: (loads[candidate], candidate))
+        model = _model_of(name)
+        learner = min(
+            learners,
+            key=lambda c: (shares[model, c] if model else 0, loads[c], c),
+        )
         placed[name] = learner
         loads[learner] += 1
+        shares[model, learner] += 1
     return placed
+
+
+def _model_of(name: str) -> str | None:
+    """The parallel model a share's name is of (None: a model's own name)."""
+    model, slash, _ = name.rpartition("/")
+    return model if slash else None
 
 
 def surplus(me: str, owners: dict[str, str | None], learners: list[str]) -> int:
@@ -189,3 +206,33 @@ def surplus(me: str, owners: dict[str, str | None], learners: list[str]) -> int:
     if loads[me] - min(loads.values()) < 2:
         return 0
     return max(0, loads[me] - share)
+
+
+def crowded(me: str, owners: dict[str, str | None], learners: list[str]) -> str | None:
+    """A share ``me`` should hand over so that a parallel model's shares learn apart: one of
+    two or more shares of a model held here, when a live learner holding none of that
+    model's shares holds fewer models than ``me`` (placement gives the share to it; with
+    fewer models there, it never comes back). None: none.
+
+    >>> crowded("L1", {"m": "L2", "m/0": "L1", "m/1": "L1"}, ["L1", "L2"])
+    'm/1'
+    >>> crowded("L1", {"m": "L2", "m/0": "L1", "m/1": "L2"}, ["L1", "L2"])
+    """
+    loads = Counter({learner: 0 for learner in learners})
+    mine: dict[str, list[str]] = {}
+    holding: dict[str, set[str]] = {}
+    for name, owner in owners.items():
+        if owner not in loads:
+            continue
+        loads[owner] += 1
+        model = _model_of(name)
+        if model is not None:
+            holding.setdefault(model, set()).add(owner)
+            if owner == me:
+                mine.setdefault(model, []).append(name)
+    for model, names in sorted(mine.items()):
+        if len(names) < 2:
+            continue
+        if any(c not in holding[model] and loads[c] < loads[me] for c in learners):
+            return sorted(names)[-1]
+    return None

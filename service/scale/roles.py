@@ -43,7 +43,7 @@ from service.durability.store import IncarnationGone, SnapshotError, decode
 from service.exceptions import NotFound
 from service.ops import failpoints, tracing
 from service.scale import deltas
-from service.scale.leases import LeaseLost, Leases, learner_id, place, surplus
+from service.scale.leases import LeaseLost, Leases, crowded, learner_id, place, surplus
 from service.scale.parallel import Rounds, Share, merge_round, share_name, split_share
 from service.scale.redis_client import refresh_topology
 
@@ -235,6 +235,10 @@ class Learner(_Loop):
         after = {**owners, **placed}
         for name in sorted(self.held_leases())[: surplus(self.id, after, learners)][:1]:
             self.hand_over(name)
+            return
+        share = crowded(self.id, after, learners)
+        if share is not None and share in self.held_leases():
+            self.hand_over(share)
 
     def take(self, names: list[str]) -> None:
         """Acquire the leases of free models, all of them first (the learner that died held
@@ -433,6 +437,8 @@ class Learner(_Loop):
         """Publish every held model that changed (the publisher thread; a model handed
         over or let go meanwhile is skipped, a fenced write reported as a lost lease)."""
         for name, value in self.held_leases().items():
+            if split_share(name) is not None:  # (its owner publishes the merged model)
+                continue
             try:
                 live = self.models.get(name)
                 with self.models.use(name):

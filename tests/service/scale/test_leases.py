@@ -12,7 +12,7 @@ from service.durability.redis_log import RedisLog
 from service.durability.redis_store import RedisStore
 from service.durability.store import encode
 from service.scale.keys import RedisKeys
-from service.scale.leases import LeaseLost, Leases, place, surplus
+from service.scale.leases import LeaseLost, Leases, crowded, place, surplus
 from tests.service.conftest import wait_for
 
 
@@ -122,3 +122,21 @@ def test_keys_share_a_slot_per_model():
     assert len(slots) == 1
     with pytest.raises(ValueError, match="braces"):
         RedisKeys("p{x}")
+
+
+def test_the_shares_of_a_parallel_model_are_placed_and_kept_apart():
+    """Placement puts a model's shares on the learners holding fewest of them before it
+    looks at loads; a learner holding two shares of a model hands one over while a learner
+    with none of them holds fewer models, and never when that would bring it back."""
+    owners = {"a": "A", "b": "A", "m": "B", "m/0": None, "m/1": None, "m/2": None}
+    placed = place(["m/0", "m/1", "m/2"], owners, ["A", "B", "C"])
+    assert sorted(placed.values()) == ["A", "B", "C"]  # (one each, whatever the loads)
+    assert place(["m/1"], {"m/0": "A", "x": "B", "y": "B"}, ["A", "B"]) == {"m/1": "B"}
+    # two shares on A, B holds none of them and fewer models: A hands the later one over
+    assert crowded("A", {"m": "B", "m/0": "A", "m/1": "A"}, ["A", "B"]) == "m/1"
+    # ... but not to a learner as loaded as A (it would hand it back), nor when apart
+    assert crowded("A", {"m": "B", "x": "B", "m/0": "A", "m/1": "A"}, ["A", "B"]) is None
+    assert crowded("A", {"m": "B", "m/0": "A", "m/1": "B"}, ["A", "B"]) is None
+    # more shares than learners: every learner holds some, nothing moves
+    three = {"m": "A", "m/0": "A", "m/1": "B", "m/2": "A"}
+    assert crowded("A", three, ["A", "B"]) is None
