@@ -6,8 +6,8 @@ They are read once from the environment variable ``LORENTZTRON_FAILPOINTS``, whi
 tests set: ``name=action`` pairs separated by commas, an action optionally followed by
 ``*n`` (fire ``n`` times, then never again; default: every time). Actions:
 
-- ``stop``: the process sends itself SIGSTOP where it is (the test sees it stopped in
-  ``/proc``, then kills or resumes it);
+- ``stop``: the thread that reaches it sends SIGSTOP to itself, which stops the process
+  there (the test sees it stopped in ``/proc``, then kills or resumes it);
 - ``raise``: ``FailpointError`` is raised there (as an unexpected error of the code around
   it: a Redis call whose reply is lost, say);
 - ``hold``: the thread that reaches it creates the file ``<name>`` in the directory
@@ -70,7 +70,10 @@ def reach(name: str) -> None:
             point[1] -= 1
         action = point[0]
     if action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # (to this thread: it takes the stop itself on its way back from the call, before
+        # its next step; kill() to the process may be taken by another thread, this one
+        # running on for a moment: long enough to send the write the test wants held)
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     elif action == "hold":
         path = os.path.join(os.environ["LORENTZTRON_FAILPOINTS_DIR"], name)
         with open(path, "w"):
