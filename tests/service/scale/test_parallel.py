@@ -160,9 +160,15 @@ def merged_through(client, keys: RedisKeys, position: str) -> bool:
     return found is not None and found[0]["log_position"] == position
 
 
+def pid_of(lease: bytes | None) -> str | None:
+    """The process id in a lease's value, ``"<host>-<pid>-<hex> <token>"`` (host names may
+    hold hyphens)."""
+    return None if lease is None else lease.decode().split(" ")[0].rsplit("-", 2)[1]
+
+
 def owner_url(client, keys: RedisKeys, learners: list[ServiceProcess]) -> str:
     """The URL of the learner holding the model's own lease (changes are made there)."""
-    owner = (client.get(keys.lease("m")) or b"").decode().split("-")[1]
+    owner = pid_of(client.get(keys.lease("m")))
     return next(p.url for p in learners if str(p.process.pid) == owner)
 
 
@@ -276,7 +282,7 @@ def test_a_share_whose_learner_dies_mid_round_is_taken_over_and_learned_again(tm
         held = [
             name
             for name in ("m", *(f"m/{share}" for share in range(K)))
-            if (client.get(keys.lease(name)) or b"").decode().split("-")[1:2] == [str(pid)]
+            if pid_of(client.get(keys.lease(name))) == str(pid)
         ]
         assert any("/" in name for name in held)
         if how == "killed":
