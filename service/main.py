@@ -53,8 +53,8 @@ example at a time. Errors are JSON `{"error": {"code", "message", "details"}}`."
 
 def warm_up() -> None:
     """Compile the per-request kernels of every kind (binary, one-vs-one, averaging, mofm and
-    its refit, the separation learners, the svmlight parser), of the members' comparisons
-    and of the drift detectors before readiness."""
+    its refit, the separation learners, the svmlight parser), of the members' comparisons,
+    of the drift detectors and of delta publication's digests before readiness."""
     from core.averaging import Averaged
     from core.calibration import Calibrated
     from core.datasets import parse_svmlight
@@ -63,6 +63,10 @@ def warm_up() -> None:
     from core.linear import LinearPA
     from core.one_vs_one import OneVsOne
     from core.pqr import PQR
+    from service.scale import delta_kernels
+
+    delta_kernels.warm_up()  # (the digests of deltas, on learners and api replicas)
+
     parse_svmlight(b"1 1:0.5 2:1e-30 3:0.30000000000000004\n", n_features=3)
     X = np.eye(3)
     first_overflowing_row(as_batch(X, 3))  # the norm check of every feedback request
