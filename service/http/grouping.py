@@ -12,12 +12,6 @@ the event loop in arrival order; one group at a time goes to a handler thread (t
 has one writer anyway), and the requests that arrive meanwhile form the next group, started
 as soon as the current one is learned, while its records are still being made durable.
 Larger (bulk) bodies go alone, so that their parsing overlaps the learning before them.
-
-A process that only logs (an api replica: ``LiveModel.learns`` false) has no writer to
-wait for: up to ``LOG_ONLY_GROUPS`` groups of a model are appended at once, each on a
-connection of its own, as several replicas' appends are. One group at a time would make
-every request wait for the append before it too, and halve what a replica answers exactly
-when the log is slow (a Redis busy with a learner's full snapshot).
 """
 
 from __future__ import annotations
@@ -41,8 +35,6 @@ from service.ops import tracing
 GROUP_BODY_BYTES = 64 * 1024
 #: at most this many requests per group
 GROUP_REQUESTS = 64
-#: at most this many groups of a model appended at once by a process that only logs
-LOG_ONLY_GROUPS = 4
 #: turns of the event loop between the first record learned there and the fsync that
 #: makes it durable (``_Commit``)
 FLUSH_TURNS = 4
@@ -248,9 +240,7 @@ class FeedbackGroups:
         if queue is None or queue.loop is not loop:
             if len(self._queues) >= 1024:  # forget idle queues (of deleted models, say)
                 self._queues = {
-                    k: q
-                    for k, q in self._queues.items()
-                    if q.running or q.waiting or q.commit.waiting
+                    k: q for k, q in self._queues.items() if q.busy or q.waiting or q.commit.waiting
                 }
             queue = self._queues[live.incarnation] = _Queue(self.app, live, loop)
         return queue
@@ -272,27 +262,20 @@ def _raise(error: BaseException | None) -> Callable[[Any], None]:
 
 class _Queue:
     """The small feedback requests of one model waiting for their turn, and the records
-    learned on the loop waiting for their fsync. ``running``: the groups in handler threads
-    (at most one, or ``LOG_ONLY_GROUPS`` for a model that is only logged here)."""
+    learned on the loop waiting for their fsync."""
 
     def __init__(self, app, live: LiveModel, loop: asyncio.AbstractEventLoop):
         self.app = app
         self.live = live
         self.loop = loop
         self.waiting: collections.deque = collections.deque()
-        self.running = 0
-        self.limit = 1 if live.learns else LOG_ONLY_GROUPS
+        self.busy = False
         #: the group commit of the records learned on the loop
         self.commit = _Commit(app, live, loop)
 
-    @property
-    def busy(self) -> bool:
-        """No other group may start now."""
-        return self.running >= self.limit
-
     def idle(self) -> bool:
         """No group of this model is waiting or being learned."""
-        return not self.running and not self.waiting
+        return not self.busy and not self.waiting
 
     async def inline(self, request: Request) -> dict:
         """One request learned on the event loop when it is small work and the model and
@@ -350,15 +333,15 @@ class _Queue:
     def _run(self, work: Callable[[Callable[[], None]], list]) -> asyncio.Future:
         """``work(learned)`` in a handler thread, as the model's turn: the waiting requests
         go next once it calls ``learned()`` (or fails). Its future: the outcomes."""
-        self.running += 1
+        self.busy = True
         released = False
 
         def release() -> None:  # on the loop: the group is learned, the next one may go
             nonlocal released
             if not released:
                 released = True
-                self.running -= 1
-                if self.waiting and not self.busy:
+                self.busy = False
+                if self.waiting:
                     self.start()
 
         def learned() -> None:  # in the handler thread

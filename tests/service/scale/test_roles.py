@@ -205,41 +205,6 @@ def test_a_replica_answers_while_it_swaps_a_version_in(tmp_path, loaded):
         redis_server.stop()
 
 
-def test_a_replica_appends_while_an_append_before_is_unanswered(tmp_path):
-    """An api replica only logs feedback: a request does not wait for the append of the one
-    before it (held after Redis ran it, before its reply is read: failpoint
-    ``redis_log.appended``); both are answered ``logged`` and learned by the learner."""
-    redis_server = RedisServer(tmp_path)
-    redis_server.start()
-    learner, [replica] = roles(redis_server.url, tmp_path, replicas=1)
-    replica.env["LORENTZTRON_FAILPOINTS"] = "redis_log.appended=hold*1"
-    replica.env["LORENTZTRON_FAILPOINTS_DIR"] = str(tmp_path)
-    held = tmp_path / "redis_log.appended"
-    body = {"examples": [{"x": [1.0, 0.0, 0.0, 0.0, 0.0], "label": 1}]}
-    first: dict = {}
-
-    def post() -> httpx.Response:
-        return httpx.post(f"{replica.url}/v1/models/m/feedback", json=body, timeout=30)
-
-    try:
-        start_all((learner, replica))
-        assert httpx.post(f"{replica.url}/v1/models", json=SPEC).status_code == 201
-        posting = threading.Thread(target=lambda: first.update(response=post()))
-        posting.start()
-        wait_for(held.exists, timeout=30)
-        second = post()  # (held behind the first, it would time out: 30 s, then held.unlink)
-        assert second.status_code == 200 and second.json()["logged"] == 1
-        assert posting.is_alive()  # the first is still unanswered
-        held.unlink()
-        posting.join(timeout=30)
-        assert first["response"].status_code == 200 and first["response"].json()["logged"] == 1
-        wait_for(lambda: version(learner.url) == 2, timeout=30)  # both logged, learned
-    finally:
-        held.unlink(missing_ok=True)
-        stop_all((replica, learner))
-        redis_server.stop()
-
-
 def test_roles_need_redis():
     from service.config import Settings
     from service.main import create_app
