@@ -29,6 +29,10 @@ log = logging.getLogger("lorentztron.worker")
 #: takes the 134 MB of docs/scaling.md's model in about 4 s instead of one burst (at once,
 #: on a small machine, the appends waited 3 to 16 ms each for half a second, every 10 s)
 FULL_UPLOAD_RATE = 32 << 20
+#: bytes/s of its encoding (copies and hash: twice its size), before the upload: at once,
+#: it took a core for a quarter to half a second, and the other processes of a small
+#: machine waited for the other core
+FULL_ENCODE_RATE = 64 << 20
 
 
 def published(live: LiveModel, capture: Capture) -> dict:
@@ -57,7 +61,13 @@ class SnapshotWriter:
         self.full_every = full_every
         self._full_writer: ThreadPoolExecutor | None = None
 
-    def encode(self, live: LiveModel, capture: Capture, extra: dict | None = None) -> memoryview:
+    def encode(
+        self,
+        live: LiveModel,
+        capture: Capture,
+        extra: dict | None = None,
+        rate: float | None = None,
+    ) -> memoryview:
         return encode(
             live.name,
             capture.version,
@@ -65,6 +75,7 @@ class SnapshotWriter:
             capture.state,
             log_position=capture.log_position,
             extra={**published(live, capture), **(extra or {})},
+            rate=rate,
         )
 
     def write(
@@ -256,11 +267,11 @@ class SnapshotWriter:
         return self._full_writer
 
     def _write_full(self, live: LiveModel, capture: Capture, extra: dict, started: float):
-        """A publication's full snapshot, encoded and written in the background at
-        ``FULL_UPLOAD_RATE`` (the replicas follow the deltas meanwhile; the log is trimmed
-        once it is written)."""
+        """A publication's full snapshot, encoded at ``FULL_ENCODE_RATE`` and written at
+        ``FULL_UPLOAD_RATE`` in the background (the replicas follow the deltas meanwhile;
+        the log is trimmed once it is written)."""
         try:
-            blob = self.encode(live, capture, extra)
+            blob = self.encode(live, capture, extra, rate=FULL_ENCODE_RATE)
             self.write(live, capture, blob, started, rate=FULL_UPLOAD_RATE)
         except Exception as error:  # the next full snapshot (or the worker's) retries
             self.metrics.snapshot_failures.labels(live.name).inc()
