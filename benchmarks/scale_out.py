@@ -74,6 +74,7 @@ def freshness(args, tmp: Path) -> list[dict]:
                 "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
             ]  # fmt: skip
             before = follow(api_url, options, full=every == "1")
+            lag_before = loop_lag(httpx.get(f"{api_url}/metrics").text)
             predictions: dict = {}
             probe = threading.Thread(  # predictions beside the feedback, answered meanwhile
                 target=lambda found, url, extra: found.update(
@@ -90,7 +91,8 @@ def freshness(args, tmp: Path) -> list[dict]:
             )
             probe.join()
             time.sleep(3)  # the last publications land
-            after = replica_figures(httpx.get(f"{api_url}/metrics").text)
+            text = httpx.get(f"{api_url}/metrics").text
+            after, lag = replica_figures(text), loop_lag(text, lag_before)
         buckets, total, count, loads, served = since(after, before)
         rows.append(
             {
@@ -110,6 +112,12 @@ def freshness(args, tmp: Path) -> list[dict]:
                 # the replica's own time for a feedback request (its latency histogram: the
                 # bucket bound holding the p99), beside the load generator's p99 above
                 "served_p99_le_ms": 1000 * quantile(served, 0.99) if served else None,
+                # how late the replica's event loop ran a task due (a request waits that
+                # long before it is even read): the bucket bounds of its p99 and its maximum
+                "loop_lag_p99_le_ms": 1000 * quantile(lag, 0.99) if lag else None,
+                "loop_lag_max_le_ms": 1000 * highest(lag) if lag else None,
+                # how late the load generator itself sent requests (counted in its p99)
+                "send_lag_p99_ms": summary.get("send_lag_ms", {}).get("p99"),
                 "versions_loaded": count,
                 "loads": loads,
                 "mean_s": total / count if count else None,
@@ -137,6 +145,24 @@ def replica_figures(text: str) -> tuple:
     )
     served = [(float(le), float(n)) for le, n in served]
     return buckets, total, count, {kind: float(n) for kind, n in loads}, served
+
+
+def loop_lag(text: str, before: list | None = None) -> list[tuple[float, float]]:
+    """The replica's ``lorentztron_event_loop_lag_seconds`` buckets (le, count), less
+    ``before``'s."""
+    found = re.findall(r'lorentztron_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', text)
+    start = dict(before or [])
+    return [(float(le), float(n) - start.get(float(le), 0.0)) for le, n in found]
+
+
+def highest(buckets: list[tuple[float, float]]) -> float:
+    """The upper bound of the highest bucket that gained a count (the maximum, to a bucket)."""
+    previous, top = 0.0, 0.0
+    for le, count in buckets:
+        if count > previous:
+            top = le
+        previous = count
+    return top
 
 
 def since(after: tuple, before: tuple) -> tuple:
@@ -307,6 +333,12 @@ def medians(rows: list[dict]) -> list[str]:
     return lines
 
 
+def figure(row: dict, key: str, form: str = "g") -> str:
+    """A row's figure (``-``: not measured, e.g. by a run before it was)."""
+    value = row.get(key)
+    return "-" if value is None else format(value, form)
+
+
 def render(result: dict) -> str:
     settings = result["settings"]
 
@@ -340,12 +372,20 @@ def render(result: dict) -> str:
         "oldest new record; buckets of 0.1 s up to 2 s), counted from the end of a warm-up "
         "(a little feedback until the replica has loaded a published version: its first "
         "load of the whole state is its start-up, not the freshness of feedback); "
-        "quantiles as the upper bound of their bucket, and the p99 interpolated inside it.",
+        "quantiles as the upper bound of their bucket, and the p99 interpolated inside it. "
+        "Feedback p99: the load generator's, from each request's scheduled time (8 "
+        "connections: a request waits for a free one); served: the bucket bound holding the "
+        "p99 of the replica's own `lorentztron_http_request_duration_seconds`; event-loop "
+        "lag: the replica's `lorentztron_event_loop_lag_seconds` (how late its loop ran a "
+        "task due: what a request waits before it is even read), the bucket bounds holding "
+        "its p99 and its maximum; send lag: how late the load generator itself started "
+        "requests (its own share of its p99).",
         "",
         "| model | publication | run (load average before / after) | feedback/s reached | "
-        "errors | feedback p99 ms | predict p99 ms | versions loaded (deltas / full) | mean s | "
+        "errors | feedback p99 ms | served p99 <= ms | event-loop lag p99 / max <= ms | "
+        "send lag p99 ms | predict p99 ms | versions loaded (deltas / full) | mean s | "
         "p50 <= s | p99 <= s | p99 s (interpolated) | versions over 1 s |",
-        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in result["freshness"]:
         loads = row["loads"]
@@ -361,7 +401,9 @@ def render(result: dict) -> str:
             run = f"{row['run'] + 1} ({row['load_before']} / {row['load_after']})"
         lines.append(
             f"| {row['model']} | {row['publication']} | {run} | {row['feedback_per_s']:,.0f} | "
-            f"{row['errors']} | {row['p99_ms']:.1f} | {predict} | {loaded} | {mean} | "
+            f"{row['errors']} | {row['p99_ms']:.1f} | {figure(row, 'served_p99_le_ms')} | "
+            f"{figure(row, 'loop_lag_p99_le_ms')} / {figure(row, 'loop_lag_max_le_ms')} | "
+            f"{figure(row, 'send_lag_p99_ms', '.1f')} | {predict} | {loaded} | {mean} | "
             f"{row['p50_le_s']} | {row['p99_le_s']} | {p99} | {row['over_1s']:.0f} |"
         )
     lines += medians(result["freshness"])

@@ -38,6 +38,7 @@ from service.model.cache import PredictionCache
 from service.model.models import Models
 from service.ops import tracing
 from service.ops.history import History
+from service.ops.loop_lag import LoopLag
 from service.ops.metrics import Metrics
 from service.ops.startup import Gate, Startup
 from service.ops.worker import SnapshotWorker
@@ -52,8 +53,8 @@ example at a time. Errors are JSON `{"error": {"code", "message", "details"}}`."
 
 def warm_up() -> None:
     """Compile the per-request kernels of every kind (binary, one-vs-one, averaging, mofm and
-    its refit, the separation learners, the svmlight parser), of the members' comparisons
-    and of the drift detectors before readiness."""
+    its refit, the separation learners, the svmlight parser), of the members' comparisons,
+    of the drift detectors and of delta publication's digests before readiness."""
     from core.averaging import Averaged
     from core.calibration import Calibrated
     from core.datasets import parse_svmlight
@@ -62,6 +63,9 @@ def warm_up() -> None:
     from core.linear import LinearPA
     from core.one_vs_one import OneVsOne
     from core.pqr import PQR
+    from service.scale import delta_kernels
+
+    delta_kernels.warm_up()  # (the digests of deltas, on learners and api replicas)
 
     parse_svmlight(b"1 1:0.5 2:1e-30 3:0.30000000000000004\n", n_features=3)
     X = np.eye(3)
@@ -185,9 +189,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # recovery and warm-up run in the background: the port opens at once
         startup = app.state.startup = Startup(components, app.state.history, warm_up, start_role)
         startup.start()
+        lag = LoopLag(metrics.loop_lag)
+        lag.start()
         try:
             yield
         finally:
+            await lag.stop()
             await startup.stop()
             gc.unfreeze()
             if startup.role_loop is not None:

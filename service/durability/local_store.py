@@ -45,9 +45,11 @@ class LocalStore:
         incarnation: str | None = None,
         create: bool = False,
         fence: str | None = None,
+        rate: float | None = None,
     ) -> None:
         """Write a snapshot (``incarnation`` and ``fence`` are not checked: one process owns a local
-        store, and its models' lifecycle keeps writes out of deleted models)."""
+        store, and its models' lifecycle keeps writes out of deleted models; ``rate`` is
+        ``RedisStore``'s, a file is written at once)."""
         folder = self._dir(model)
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / f"{version:012d}.snap", blob)

@@ -13,6 +13,7 @@ model's keys work on a Redis Cluster too. A deletion's tombstone is a member of
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from service.durability.store import (
@@ -197,12 +198,14 @@ class RedisStore:
         incarnation: str | None = None,
         create: bool = False,
         fence: str | None = None,
+        rate: float | None = None,
     ) -> None:
         """Write a snapshot: the blob is uploaded under a key of its own, then one script
         checks and commits it (``_SAVE``). With an ``incarnation``: ``create`` makes it the
         model's current one; otherwise the write is refused (IncarnationGone) unless it
         still is. With a ``fence`` (a lease value, ``service.scale.leases``): refused (LeaseLost)
-        unless that lease still holds."""
+        unless that lease still holds. With a ``rate`` (bytes/s), the upload takes at least
+        the blob's size over it (``_upload``)."""
         keys = self.keys
         self._commit(
             model,
@@ -213,6 +216,7 @@ class RedisStore:
             incarnation,
             create,
             fence,
+            rate,
         )
         # the set of names is a key of its own (another slot): joined after the commit
         self.client.sadd(keys.models, model)
@@ -232,21 +236,15 @@ class RedisStore:
         index = (keys.deltas(model), keys.head(model), lambda v: keys.delta(model, v))
         self._commit(model, index, version, blob, retention, incarnation, False, fence)
 
-    def _commit(self, model, index, version, blob, retention, incarnation, create, fence):
+    def _commit(
+        self, model, index, version, blob, retention, incarnation, create, fence, rate=None
+    ):
         """Upload a blob, then commit it into ``index`` = (sorted set, pointer, key of a
         version) with ``_SAVE``."""
         keys = self.keys
         entries, pointer, key_of = index
         upload = keys.upload(model, uuid.uuid4().hex)
-        view = memoryview(blob).cast("B")
-        if len(view) <= UPLOAD_CHUNK:
-            self.client.set(upload, view, px=UPLOAD_TTL_MS)
-        else:
-            parts, per = _blob_parts(view), max(1, UPLOAD_CHUNK // PART)
-            for start in range(0, len(parts), per):
-                self.client.rpush(upload, *parts[start : start + per])
-                if start == 0:
-                    self.client.pexpire(upload, UPLOAD_TTL_MS)
+        self._upload(upload, memoryview(blob).cast("B"), rate)
         old = [int(v) for v in self.client.zrange(entries, 0, -1)]
         reply = self._save(
             keys=[
@@ -270,6 +268,25 @@ class RedisStore:
             if reply == "GONE":
                 raise IncarnationGone(f"model {model!r} was deleted or replaced meanwhile")
             raise SnapshotError(f"the upload of version {version} of {model!r} expired")
+
+    def _upload(self, key: str, view: memoryview, rate: float | None) -> None:
+        """Write a blob under ``key`` (expiring in ``UPLOAD_TTL_MS``), ``UPLOAD_CHUNK`` bytes
+        per command; with a ``rate`` (bytes/s), a pause after each command keeps the upload
+        at that rate: Redis, which every feedback append waits for, then takes a large
+        blob a little at a time instead of in one burst of its CPU and append-only file."""
+        if len(view) <= UPLOAD_CHUNK:
+            self.client.set(key, view, px=UPLOAD_TTL_MS)
+            return
+        parts, per = _blob_parts(view), max(1, UPLOAD_CHUNK // PART)
+        started, sent = time.monotonic(), 0
+        for start in range(0, len(parts), per):
+            chunk = parts[start : start + per]
+            self.client.rpush(key, *chunk)
+            if start == 0:
+                self.client.pexpire(key, UPLOAD_TTL_MS)
+            sent += sum(len(part) for part in chunk)
+            if rate and start + per < len(parts):
+                time.sleep(max(0.0, started + sent / rate - time.monotonic()))
 
     def load(self, model: str, version: int | None = None) -> bytes:
         if version is None:

@@ -24,6 +24,16 @@ from service.scale.leases import LeaseLost
 
 log = logging.getLogger("lorentztron.worker")
 
+#: bytes/s of a learner's full snapshot written in the background (``_write_full``): the
+#: replicas follow the deltas meanwhile, and Redis, which every feedback append waits for,
+#: takes the 134 MB of docs/scaling.md's model in about 4 s instead of one burst (at once,
+#: on a small machine, the appends waited 3 to 16 ms each for half a second, every 10 s)
+FULL_UPLOAD_RATE = 32 << 20
+#: bytes/s of its encoding (copies and hash: twice its size), before the upload: at once,
+#: it took a core for a quarter to half a second, and the other processes of a small
+#: machine waited for the other core
+FULL_ENCODE_RATE = 64 << 20
+
 
 def published(live: LiveModel, capture: Capture) -> dict:
     """What a publication's header says for the replicas' freshness: the version published
@@ -51,7 +61,13 @@ class SnapshotWriter:
         self.full_every = full_every
         self._full_writer: ThreadPoolExecutor | None = None
 
-    def encode(self, live: LiveModel, capture: Capture, extra: dict | None = None) -> memoryview:
+    def encode(
+        self,
+        live: LiveModel,
+        capture: Capture,
+        extra: dict | None = None,
+        rate: float | None = None,
+    ) -> memoryview:
         return encode(
             live.name,
             capture.version,
@@ -59,14 +75,22 @@ class SnapshotWriter:
             capture.state,
             log_position=capture.log_position,
             extra={**published(live, capture), **(extra or {})},
+            rate=rate,
         )
 
     def write(
-        self, live: LiveModel, capture: Capture, blob=None, started=None, create: bool = False
+        self,
+        live: LiveModel,
+        capture: Capture,
+        blob=None,
+        started=None,
+        create: bool = False,
+        rate: float | None = None,
     ) -> SnapshotMeta:
         """Store a capture (encoded here unless ``blob`` is given), trim the log up to its
         position and account for it. ``create``: the model's first snapshot, which makes
-        its incarnation the current one; other writes are refused once it is not."""
+        its incarnation the current one; other writes are refused once it is not. ``rate``:
+        the store's upload rate (bytes/s; None: at once)."""
         with tracing.span("snapshot.write", model=live.name, version=capture.version):
             started = time.perf_counter() if started is None else started
             blob = self.encode(live, capture) if blob is None else blob
@@ -79,6 +103,7 @@ class SnapshotWriter:
                     live.incarnation,
                     create=create,
                     fence=live.record.fence,
+                    rate=rate,
                 )
             except LeaseLost:
                 self.metrics.fenced_writes.inc()
@@ -242,10 +267,12 @@ class SnapshotWriter:
         return self._full_writer
 
     def _write_full(self, live: LiveModel, capture: Capture, extra: dict, started: float):
-        """A publication's full snapshot, encoded and written in the background (the
-        replicas follow the deltas meanwhile; the log is trimmed once it is written)."""
+        """A publication's full snapshot, encoded at ``FULL_ENCODE_RATE`` and written at
+        ``FULL_UPLOAD_RATE`` in the background (the replicas follow the deltas meanwhile;
+        the log is trimmed once it is written)."""
         try:
-            self.write(live, capture, self.encode(live, capture, extra), started)
+            blob = self.encode(live, capture, extra, rate=FULL_ENCODE_RATE)
+            self.write(live, capture, blob, started, rate=FULL_UPLOAD_RATE)
         except Exception as error:  # the next full snapshot (or the worker's) retries
             self.metrics.snapshot_failures.labels(live.name).inc()
             log.warning("full snapshot %d of %s failed: %s", capture.version, live.name, error)

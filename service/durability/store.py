@@ -43,6 +43,8 @@ MAGIC = b"LZTSNAP1\n"
 FORMAT_VERSION = 1
 #: the bytes before a snapshot's header: the magic and the header's length
 PREFIX = len(MAGIC) + 8
+#: the bytes copied or hashed at a time by an ``encode`` given a rate
+PIECE = 4 << 20
 
 
 class SnapshotError(Exception):
@@ -69,10 +71,14 @@ def encode(
     created_at: float | None = None,
     log_position: int | str | None = None,
     extra: dict | None = None,
+    rate: float | None = None,
 ) -> memoryview:
     """Serialise an estimator state (``get_state()``) with its model spec and the position of
     the last feedback-log record it includes (None: none); ``extra`` adds entries to the
-    header (a delta's base and digest, ``service.scale.deltas``).
+    header (a delta's base and digest, ``service.scale.deltas``). With a ``rate`` (bytes/s),
+    the copies and the hash go ``PIECE`` bytes at a time, paused to keep to it: a large
+    model's encoding (a learner's full snapshot in the background) then takes a little of a
+    core for seconds instead of a whole core at once (the same blob).
 
     The blob is built in one buffer, each array copied into it once, and hashed from it:
     numpy's copies and hashlib's SHA-256 of large buffers release the GIL, so encoding a
@@ -114,10 +120,27 @@ def encode(
     head = json.dumps(header, sort_keys=True).encode()
     start = len(MAGIC) + 8 + len(head)
     blob = np.empty(start + offset, dtype=np.uint8)
+    pace = _Pace(rate)
     for (_, _, array, dtype), d in zip(arrays, descriptors, strict=True):
         target = blob[start + d["offset"] : start + d["offset"] + d["nbytes"]]
-        np.copyto(target.view(dtype).reshape(array.shape), array, casting="equiv")
-    digest = hashlib.sha256(blob[start:]).hexdigest()
+        target = target.view(dtype).reshape(array.shape)
+        if rate is None or not array.flags.c_contiguous or array.nbytes <= PIECE:
+            np.copyto(target, array, casting="equiv")
+            pace.done(array.nbytes)
+            continue
+        flat, into = array.reshape(-1), target.reshape(-1)
+        step = max(1, PIECE // array.itemsize)
+        for first in range(0, flat.size, step):
+            np.copyto(into[first : first + step], flat[first : first + step], casting="equiv")
+            pace.done(min(step, flat.size - first) * array.itemsize)
+    if rate is None:
+        digest = hashlib.sha256(blob[start:]).hexdigest()
+    else:
+        hashed = hashlib.sha256()
+        for first in range(start, len(blob), PIECE):
+            hashed.update(blob[first : first + PIECE])
+            pace.done(min(PIECE, len(blob) - first))
+        digest = hashed.hexdigest()
     header["payload_sha256"] = digest
     head = json.dumps(header, sort_keys=True).encode()
     if len(MAGIC) + 8 + len(head) != start:  # (json.dumps is deterministic)
@@ -162,6 +185,19 @@ def decode(blob: bytes | memoryview) -> tuple[dict, dict]:
     return header, state
 
 
+class _Pace:
+    """Pauses that keep work to ``rate`` bytes/s (None: never pauses)."""
+
+    def __init__(self, rate: float | None):
+        self.rate, self.started, self.bytes = rate, time.monotonic(), 0
+
+    def done(self, nbytes: int) -> None:
+        """``nbytes`` more were processed: wait until the rate allows them."""
+        if self.rate:
+            self.bytes += nbytes
+            time.sleep(max(0.0, self.started + self.bytes / self.rate - time.monotonic()))
+
+
 class SnapshotStore(Protocol):
     """Where snapshots live. Every method may raise SnapshotError or OSError/Redis errors."""
 
@@ -174,6 +210,7 @@ class SnapshotStore(Protocol):
         incarnation: str | None = None,
         create: bool = False,
         fence: str | None = None,
+        rate: float | None = None,
     ) -> None: ...
     def load(self, model: str, version: int | None = None) -> bytes: ...
     def versions(self, model: str) -> list[SnapshotMeta]: ...

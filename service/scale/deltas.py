@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from core.averaging import Averaged
+from service.scale.delta_kernels import _row_hashes, _scatter_rows
 
 #: suffixes of a local array's entries in a delta: the row numbers and their values
 ROWS = "#rows"
@@ -141,8 +142,10 @@ def row_hashes(name: str, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
     if pad:
         raw = np.pad(raw, ((0, 0), (0, pad)))
     words = raw.view(np.uint64)
-    h = (words * _constants(words.shape[1])).sum(axis=1, dtype=np.uint64)
-    return _mix(h ^ _mix(ids.astype(np.uint64) ^ _salt(name)))
+    out = np.empty(words.shape[0], dtype=np.uint64)
+    ids = np.asarray(ids, dtype=np.int64)
+    _row_hashes(words, ids, _salt(name), _constants(words.shape[1]), out)  # (without the GIL)
+    return out
 
 
 def _as_rows(array: np.ndarray, axis: int) -> np.ndarray:
@@ -208,9 +211,32 @@ def apply(estimator, axes: dict[str, int], delta: dict[str, np.ndarray]) -> None
         if name.endswith(VALUES):
             name = name[: -len(VALUES)]
             target = np.moveaxis(own[name], axes[name], 0)
-            target[delta[name + ROWS]] = np.moveaxis(array, axes[name], 0)
+            scatter_rows(target, delta[name + ROWS], np.moveaxis(array, axes[name], 0))
         else:
             own[name][...] = array
+
+
+def scatter_rows(target: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+    """``target[rows] = values`` (rows along axis 0), as bytes in a kernel without the GIL
+    when both have the same dtype and row shape and ``target`` is in C order (the local
+    arrays' feature-major storage); IndexError for a row ``target`` does not have."""
+    if not (
+        target.ndim
+        and target.flags.c_contiguous
+        and target.dtype == values.dtype
+        and target.shape[1:] == values.shape[1:]
+        and rows.ndim == 1
+        and rows.dtype.kind in "iu"
+        and len(rows) == len(values)
+        and values.size
+    ):
+        target[rows] = values
+        return
+    raw = target.reshape(target.shape[0], -1).view(np.uint8)
+    new = np.ascontiguousarray(values).reshape(len(values), -1).view(np.uint8)
+    bad = _scatter_rows(raw, np.asarray(rows, dtype=np.int64), new)
+    if bad >= 0:
+        raise IndexError(f"row {rows[bad]} out of bounds for {target.shape[0]} rows")
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """The Redis store (``service.durability.redis_store``), against a real redis-server."""
 
+import time
+
 import pytest
 import redis
 
@@ -91,6 +93,30 @@ def test_redis_store_uploads_large_blobs_in_chunks(redis_server, monkeypatch):
     store.client.set(store.keys.snapshot("m", 2), blob)  # a large blob written before lists
     assert store.load("m", 2) == blob
     assert sorted(meta.size_bytes for meta in store.versions("m")) == [len(blob)] * 2
+    store.close()
+
+
+def test_an_upload_with_a_rate_takes_its_size_over_the_rate(redis_server, monkeypatch):
+    """With a rate, a large blob's chunks are spread over at least its size over the rate
+    (the learner's full snapshots in the background), and it comes back whole; without
+    one, it goes at once."""
+    monkeypatch.setattr(redis_store, "UPLOAD_CHUNK", 400)
+    monkeypatch.setattr(redis_store, "PART", 100)
+    store = RedisStore(redis_server.url, prefix="r")
+    blob = bytes(encode("m", 1, DOS, trained_state()))
+    rate = len(blob) / 0.5  # bytes/s: half a second for the whole blob
+    started = time.monotonic()
+    store.save("m", 1, blob, retention=2, rate=rate)
+    paced = time.monotonic() - started
+    assert store.load("m") == blob
+    started = time.monotonic()
+    store.save("m", 2, blob, retention=2)
+    at_once = time.monotonic() - started
+    assert store.load("m", 2) == blob
+    # the last chunk is not waited for: (n - 1) of n chunks' share of the half second
+    chunks = -(-len(blob) // 400)
+    assert paced >= 0.5 * (chunks - 1) / chunks * 0.99
+    assert at_once < paced / 2
     store.close()
 
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -40,6 +41,26 @@ def test_round_trip_is_bit_exact():
     assert read_header(blob)["version"] == 7
     data = bytes(blob)  # (a memoryview of the one buffer it was built in)
     assert b"pickle" not in data and data.startswith(b"LZTSNAP1\n")
+
+
+def test_an_encoding_at_a_rate_is_the_same_blob_spread_over_time(monkeypatch):
+    """With a rate, the copies and the hash go a piece at a time (a learner's full snapshot
+    in the background): the same bytes, taking at least twice the payload over the rate."""
+    from service.durability import store
+
+    monkeypatch.setattr(store, "PIECE", 256)
+    state = trained_state()
+    state["arrays"]["wide"] = np.arange(3000.0).reshape(100, 30)  # copied in 94 pieces
+    state["arrays"]["strided"] = np.arange(600.0).reshape(20, 30).T  # (not in C order)
+    at_once = bytes(encode("m", 7, DOS, state, created_at=123.0))
+    payload = len(at_once) - len(store.MAGIC) - 8 - len(json.dumps(read_header(at_once)))
+    rate = 2 * payload / 0.3  # bytes/s: 0.3 s for the copies and the hash
+    started = time.monotonic()
+    paced = bytes(encode("m", 7, DOS, state, created_at=123.0, rate=rate))
+    assert time.monotonic() - started >= 0.3 * 0.9
+    assert paced == at_once
+    header, decoded = decode(paced)
+    assert state_digest(decoded) == state_digest(state)
 
 
 def test_corruption_is_detected():

@@ -140,3 +140,58 @@ def test_a_dos_delta_holds_the_rows_of_u_and_v():
     for name in ("U_", "V_"):
         np.testing.assert_array_equal(arrays[name + deltas.ROWS], rows)
         np.testing.assert_array_equal(arrays[name + deltas.VALUES], getattr(learner, name)[:, rows])
+
+
+def numpy_row_hashes(name: str, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The row hash written with numpy (what the kernel computes in one pass): the row's
+    64-bit words, zero-padded, weighted by odd constants and summed modulo 2^64, mixed
+    with the row's id and the array's salt."""
+    raw = np.ascontiguousarray(rows).reshape(rows.shape[0], -1).view(np.uint8)
+    pad = -raw.shape[1] % 8
+    if pad:
+        raw = np.pad(raw, ((0, 0), (0, pad)))
+    words = raw.view(np.uint64)
+    h = (words * deltas._constants(words.shape[1])).sum(axis=1, dtype=np.uint64)
+    return deltas._mix(h ^ deltas._mix(ids.astype(np.uint64) ^ deltas._salt(name)))
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "axis"),
+    [((30, 16), np.float64, 0), ((16, 30), np.float64, 1), ((12, 3), np.float32, 0),
+     ((9,), np.float64, 0), ((4, 5, 3), np.int64, 1), ((6, 0), np.float64, 0)],
+)  # fmt: skip
+def test_row_hashes_are_those_of_the_numpy_formula(shape, dtype, axis):
+    rng = np.random.default_rng(3)
+    array = (100 * rng.standard_normal(shape)).astype(dtype)
+    rows = deltas._as_rows(array, axis)
+    for ids in (np.arange(rows.shape[0]), rng.integers(0, 1 << 40, size=rows.shape[0])):
+        expected = numpy_row_hashes("U_", rows, ids)
+        assert np.array_equal(deltas.row_hashes("U_", rows, ids), expected)
+    if rows.shape[0]:  # the array's name is in the hash
+        ids = np.arange(rows.shape[0])
+        assert not np.array_equal(
+            deltas.row_hashes("V_", rows, ids), deltas.row_hashes("U_", rows, ids)
+        )
+
+
+def test_rows_are_scattered_as_a_fancy_assignment_does():
+    rng = np.random.default_rng(4)
+    for n, width, dtype in ((1000, 16, np.float64), (50, 1, np.float32), (30, 3, np.int64)):
+        target = (100 * rng.standard_normal((n, width))).astype(dtype)
+        expected = target.copy()
+        rows = np.sort(rng.choice(n, 20, replace=False))
+        values = (100 * rng.standard_normal((20, width))).astype(dtype)
+        expected[rows] = values
+        # rows given in the decoded delta's layout: feature-minor, read transposed
+        deltas.scatter_rows(target, rows, np.moveaxis(np.ascontiguousarray(values.T), 1, 0))
+        assert np.array_equal(target, expected)
+    vector = np.zeros(10)
+    deltas.scatter_rows(vector, np.array([3, 7]), np.array([2.0, -1.0]))
+    assert vector.tolist() == [0, 0, 0, 2.0, 0, 0, 0, -1.0, 0, 0]
+
+
+def test_a_row_out_of_bounds_is_refused_before_anything_is_written():
+    target = np.zeros((5, 2))
+    with pytest.raises(IndexError, match="row 5"):
+        deltas.scatter_rows(target, np.array([1, 5]), np.ones((2, 2)))
+    assert not target.any()
