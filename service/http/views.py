@@ -55,8 +55,7 @@ def _parallel(live: LiveModel) -> dict[str, Any] | None:
     parallel = live.group.policy.parallel
     if parallel is None:
         return None
-    shares = live.shares() if live.shares is not None else []
-    return {"learners": parallel.learners, "interval": parallel.interval, "shares": shares}
+    return {"learners": parallel.learners, "interval": parallel.interval, "shares": live.shares()}
 
 
 def challenger_info(live: LiveModel, member: Member) -> dict[str, Any]:

@@ -178,7 +178,7 @@ def resume(
         answer = _commit(live, resumed, save, view, key)
         if discard or live.journal is None or not live.record.backlog:
             return answer
-        if live.group.policy.parallel is not None:
+        if live.learned_in_shares:
             live.record.caught_up()  # (its shares learn it from the version just saved)
             return answer
         live.record.caught_up()  # (read after the log position: the backlog)

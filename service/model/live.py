@@ -101,7 +101,8 @@ class LiveModel(ReplicaVersions):
     reading of it (``service.model.kinds``); ``planner`` plans the other members' specs
     read from a snapshot. ``log``: the feedback log its records go to (None: no log);
     ``learns``: False on a process that only logs (api replicas, the learners' own
-    endpoint: the learner's consumer learns the log)."""
+    endpoint: the learner's consumer learns the log). ``rounds``: where a parallel model's
+    shares are read (``service.scale.parallel.Rounds``; None: no Redis)."""
 
     def __init__(
         self,
@@ -117,6 +118,7 @@ class LiveModel(ReplicaVersions):
         answers: Answers | None = None,
         log: FeedbackLog | None = None,
         learns: bool = True,
+        rounds=None,
     ):
         self.name = name
         self._metrics_window = metrics_window
@@ -141,9 +143,8 @@ class LiveModel(ReplicaVersions):
         self.learns = learns
         #: the feature rows learned since the last publication (None: not tracked)
         self._changes: RowChanges | None = None
-        #: a parallel model's shares as ``GET /v1/models/{name}`` shows them (set by
-        #: ``Models``; ``service.scale.parallel.Rounds.shares``)
-        self.shares: Callable[[], list[dict]] | None = None
+        #: where a parallel model's shares are read (``service.scale.parallel.Rounds``)
+        self._rounds = rounds
 
     def _fresh(self, member: Member, name: str) -> Member:
         """A fresh member of ``member``'s spec (a drift challenger)."""
@@ -198,6 +199,20 @@ class LiveModel(ReplicaVersions):
     def reading(self) -> AbstractContextManager:
         """``with live.reading():`` the model does not change meanwhile (its read lock)."""
         return self.lock.read()
+
+    @property
+    def learned_in_shares(self) -> bool:
+        """A parallel model: its log is learned by its shares (``service.scale.parallel``)
+        and reaches this copy only as merged versions; it never replays or catches up."""
+        return self.group.policy.parallel is not None
+
+    def shares(self) -> list[dict]:
+        """A parallel model's shares, each one's learner and log position, read from Redis
+        (``Rounds.shares``); none for another model or without Redis."""
+        parallel = self.group.policy.parallel
+        if parallel is None or self._rounds is None:
+            return []
+        return self._rounds.shares(self.name, parallel.learners)
 
     def describe(self, view: View) -> dict:
         """``view(self)`` read under the read lock: a change and its snapshot seen together."""

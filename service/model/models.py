@@ -32,7 +32,6 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple
-from functools import partial
 from typing import BinaryIO
 
 from pydantic import ValidationError
@@ -90,6 +89,9 @@ class Models(GroupChanges):
         self._restore_limits = Limits(sys.maxsize, sys.maxsize, settings.averaging_interval)
         #: the api role serves published versions and never writes a snapshot
         self.writes_snapshots = settings.role != "api"
+        #: the parallel models' rounds in Redis (``service.scale.parallel``; None: no Redis)
+        client = getattr(store, "client", None)
+        self.rounds = Rounds(client, store.keys) if client is not None else None
         #: one restore of a name at a time outside start-up: a dormant model's first use, a
         #: model another process created (``get``, ``discover``): none is built twice
         self._restoring = threading.Lock()
@@ -244,17 +246,9 @@ class Models(GroupChanges):
                 "store_unavailable",
                 f"the model could not be made durable, so it was not created: {error}",
             ) from None
-        self._show_shares(live)
         live.lifecycle.serve()
         self.metrics.track_model(live)
         return answer
-
-    def _show_shares(self, live: LiveModel) -> None:
-        """A parallel model's shares, read from Redis when the model is described."""
-        parallel = live.group.policy.parallel
-        if parallel is not None and getattr(self.store, "client", None) is not None:
-            rounds = Rounds(self.store.client, self.store.keys)
-            live.shares = partial(rounds.shares, live.name, parallel.learners)
 
     def _check_parallel(self, checked) -> None:
         """A parallel model (``service.scale.parallel``) needs learners over Redis and a
@@ -487,9 +481,8 @@ class Models(GroupChanges):
             live = self._live(name, spec, checked, record, member=serving_member(state))
             live.recover(header, state)
             replayed = 0
-            if self.settings.role != "api" and live.group.policy.parallel is None:
+            if self.settings.role != "api" and not live.learned_in_shares:
                 replayed = self._replay(live)  # (a parallel model's shares learn its log)
-            self._show_shares(live)
             self.registry.add(live)
         except (LogUnavailable, OSError, RedisError):
             raise  # the store or the log is unreachable: the worker tries again
@@ -514,9 +507,13 @@ class Models(GroupChanges):
         checked = plan(spec, self._restore_limits)
         incarnation = state["service"]["scalars"].get(MODEL + "incarnation")
         live = self._live(
-            name, spec, checked, DurabilityRecord(incarnation), member=serving_member(state)
+            name,
+            spec,
+            checked,
+            DurabilityRecord(incarnation),
+            member=serving_member(state),
+            logged=False,
         )
-        live.journal, live.learns = None, True
         live.recover(header, state)
         return live
 
@@ -545,10 +542,11 @@ class Models(GroupChanges):
         record: DurabilityRecord | None = None,
         policy: Policy | None = None,
         member: str = ORIGINAL,
+        logged: bool = True,
     ) -> LiveModel:
         """A new live model of a checked create request (not yet serving), with its log;
         outside the ``all`` role, feedback is only logged (the learner's consumer learns
-        it)."""
+        it). Not ``logged``: no log, and it learns (a parallel model's share)."""
         settings = self.settings
         return LiveModel(
             name,
@@ -560,6 +558,7 @@ class Models(GroupChanges):
             member=member,
             record=record,
             answers=Answers(settings.idempotency_ttl, settings.idempotency_bytes),
-            log=self.feedback_log,
-            learns=settings.role == "all",
+            log=self.feedback_log if logged else None,
+            learns=settings.role == "all" or not logged,
+            rounds=self.rounds,
         )

@@ -125,8 +125,12 @@ class Rounds:
             pipe.hget(self.keys.model(share_name(name, share), "round"), "meta")
         return [None if m is None else RoundMeta.from_json(m) for m in pipe.execute()]
 
-    def fields(self, name: str, share: int, fields: list[str]) -> list[bytes | None]:
-        return self.client.hmget(self.keys.model(share_name(name, share), "round"), fields)
+    def fields(self, name: str, k: int, fields: list[str]) -> list[list[bytes | None]]:
+        """The ``fields`` of each of the k shares' rounds (one round trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        for share in range(k):
+            pipe.hmget(self.keys.model(share_name(name, share), "round"), fields)
+        return pipe.execute()
 
     def progress(self, name: str, share: int, learner: str, position) -> None:
         self.client.set(
@@ -257,9 +261,9 @@ class Share:
                 ]
                 aligned = align_to(reference[1], member.estimator.get_state())
                 fields[ALIGNED + member.name] = aligned.tobytes()
-            if self.share == self.k - 1:
-                capture = self.live.snapshot_state()
-                fields["state"] = bytes(self.learner.models.writer.encode(self.live, capture))
+        if self.share == self.k - 1:  # (nothing else learns this copy: the same state)
+            capture = self.live.snapshot_state()
+            fields["state"] = bytes(self.learner.models.writer.encode(self.live, capture))
         meta = RoundMeta(
             self.live.incarnation,
             self.base,
@@ -299,9 +303,10 @@ def merge_round(live, rounds: Rounds, k: int) -> RoundMeta | None:
     if len({(m.start, m.end) for m in metas}) != 1:
         raise ValueError(f"the shares of {live.name} disagree on the round: {metas}")
     last = metas[-1]
-    _, state = decode(rounds.fields(live.name, k - 1, ["state"])[0])
     names = list(last.counters)  # (the members the last share aligned)
-    vectors = [rounds.fields(live.name, share, [ALIGNED + n for n in names]) for share in range(k)]
+    replies = rounds.fields(live.name, k, ["state", *(ALIGNED + n for n in names)])
+    _, state = decode(replies[-1][0])  # (only the last share writes its state)
+    vectors = [reply[1:] for reply in replies]
     means, counts = {}, {}
     for column, name in enumerate(names):
         parts = [row[column] for row in vectors]

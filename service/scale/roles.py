@@ -147,7 +147,7 @@ class Learner(_Loop):
         self._keeper = _LeaseKeeper(self)
         self._publisher = _Publisher(self)
         #: the parallel models' shares this learner holds (``service.scale.parallel``)
-        self.rounds = Rounds(self.client, self.store.keys)
+        self.rounds: Rounds = self.models.rounds
         self._shares: dict[str, Share] = {}
 
     # -- leases ----------------------------------------------------------------------------
@@ -327,7 +327,7 @@ class Learner(_Loop):
                 live = self.models.get(name)
             except NotFound:
                 continue
-            if live.group.policy.parallel is None:
+            if not live.learned_in_shares:
                 owned.append(live)
             elif live.group.paused:  # (its shares wait for the version that resumes)
                 self._backlog(live)

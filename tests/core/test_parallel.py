@@ -89,11 +89,8 @@ def workers_from(start, k, n=40, seed=5):
     return reference, states, rng.standard_normal((25, start.n_features))
 
 
-def test_parallel_merge_is_the_plain_numpy_alignment_to_the_reference_then_the_mean():
-    start = DoSClassifier(n_features=6, rank=3, seed=4)
-    X = np.random.default_rng(1).standard_normal((20, 6))
-    start.learn_many(X, np.sign(X[:, 2]))  # (a reference that learned)
-    reference, states, _ = workers_from(start, 3)
+def merged_as_naive(states: list[dict], reference: dict) -> dict:
+    """``merge_to_reference``, checked against the plain-numpy alignment then mean."""
     merged = merge_to_reference(states, reference)
     expected = naive.aligned_mean_to_reference(
         (reference["arrays"]["U_"], reference["arrays"]["V_"]),
@@ -101,6 +98,15 @@ def test_parallel_merge_is_the_plain_numpy_alignment_to_the_reference_then_the_m
     )
     np.testing.assert_allclose(merged["arrays"]["U_"], expected[0], atol=1e-12)
     np.testing.assert_allclose(merged["arrays"]["V_"], expected[1], atol=1e-12)
+    return merged
+
+
+def test_parallel_merge_is_the_plain_numpy_alignment_to_the_reference_then_the_mean():
+    start = DoSClassifier(n_features=6, rank=3, seed=4)
+    X = np.random.default_rng(1).standard_normal((20, 6))
+    start.learn_many(X, np.sign(X[:, 2]))  # (a reference that learned)
+    reference, states, _ = workers_from(start, 3)
+    merged = merged_as_naive(states, reference)
     assert merged["scalars"] == states[-1]["scalars"]  # (counters: the last worker's)
     # the serial fold aligns to running averages instead: close, not equal
     serial = merge(states)["arrays"]["U_"]
@@ -173,13 +179,7 @@ def test_a_degenerate_reference_fixes_no_rotation(reference_kind):
         state["arrays"]["U_"], state["arrays"]["V_"] = U, U.copy()
         start.set_state(state)
     reference, states, X = workers_from(start, 3)
-    merged = merge_to_reference(states, reference)
-    expected = naive.aligned_mean_to_reference(
-        (reference["arrays"]["U_"], reference["arrays"]["V_"]),
-        [(s["arrays"]["U_"], s["arrays"]["V_"]) for s in states],
-    )
-    np.testing.assert_allclose(merged["arrays"]["U_"], expected[0], atol=1e-12)
-    np.testing.assert_allclose(merged["arrays"]["V_"], expected[1], atol=1e-12)
+    merged_as_naive(states, reference)
     for i, state in enumerate(states):  # each worker's part: its own min-norm form
         min_norm = naive.min_norm_boost(state["arrays"]["U_"], state["arrays"]["V_"])
         aligned = align_to(reference, state)
