@@ -67,14 +67,19 @@ def freshness(args, tmp: Path) -> list[dict]:
         directory.mkdir()
         load_before = round(os.getloadavg()[0], 2)
         env = {"LORENTZTRON_FULL_SNAPSHOT_EVERY": every}
-        with learner_and_replica(directory, model["rank"], model["n_features"], env) as urls:
-            api_url = urls[1]
+        logs = args.logs / f"freshness-{every}-{run}" if args.logs else None
+        if logs:
+            logs.mkdir(parents=True, exist_ok=True)
+        with learner_and_replica(directory, model["rank"], model["n_features"], env, logs) as urls:
+            api_url, redis_url = urls[1], urls[2]
             options = [
                 "--model", "m", "--keep-model",
                 "--rank", str(model["rank"]), "--n-features", str(model["n_features"]),
             ]  # fmt: skip
             before = follow(api_url, options, full=every == "1")
-            lag_before = loop_lag(httpx.get(f"{api_url}/metrics").text)
+            text = httpx.get(f"{api_url}/metrics").text
+            lag_before, holds_before = loop_lag(text), holds(text)
+            redis_before = redis_persistence(redis_url)
             predictions: dict = {}
             probe = threading.Thread(  # predictions beside the feedback, answered meanwhile
                 target=lambda found, url, extra: found.update(
@@ -93,6 +98,11 @@ def freshness(args, tmp: Path) -> list[dict]:
             time.sleep(3)  # the last publications land
             text = httpx.get(f"{api_url}/metrics").text
             after, lag = replica_figures(text), loop_lag(text, lag_before)
+            held, redis_after = holds(text), redis_persistence(redis_url)
+        collections = {
+            g: highest([(le, n - dict(holds_before["gc"][g]).get(le, 0.0)) for le, n in found])
+            for g, found in held["gc"].items()
+        }
         buckets, total, count, loads, served = since(after, before)
         rows.append(
             {
@@ -116,6 +126,14 @@ def freshness(args, tmp: Path) -> list[dict]:
                 # long before it is even read): the bucket bounds of its p99 and its maximum
                 "loop_lag_p99_le_ms": 1000 * quantile(lag, 0.99) if lag else None,
                 "loop_lag_max_le_ms": 1000 * highest(lag) if lag else None,
+                # holds of the loop over LOOP_STALL (logged with their stacks), and the
+                # longest garbage collection of each generation (to a bucket bound)
+                "loop_stalls": held["stalls"] - holds_before["stalls"],
+                "gc_max_le_ms": {g: 1000 * top for g, top in collections.items()},
+                # Redis's append-only-file rewrites (and forks) during the measurement
+                "aof_rewrites": redis_after["aof_rewrites"] - redis_before["aof_rewrites"],
+                "redis_forks": redis_after["total_forks"] - redis_before["total_forks"],
+                "latest_fork_ms": redis_after["latest_fork_usec"] / 1000,
                 # how late the load generator itself sent requests (counted in its p99)
                 "send_lag_p99_ms": summary.get("send_lag_ms", {}).get("p99"),
                 "versions_loaded": count,
@@ -147,12 +165,35 @@ def replica_figures(text: str) -> tuple:
     return buckets, total, count, {kind: float(n) for kind, n in loads}, served
 
 
-def loop_lag(text: str, before: list | None = None) -> list[tuple[float, float]]:
-    """The replica's ``lorentztron_event_loop_lag_seconds`` buckets (le, count), less
-    ``before``'s."""
-    found = re.findall(r'lorentztron_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', text)
+def loop_lag(
+    text: str, before: list | None = None, name: str = "event_loop_lag_seconds", labels: str = ""
+) -> list[tuple[float, float]]:
+    """The replica's ``lorentztron_event_loop_lag_seconds`` buckets (or ``name``'s with
+    ``labels``, e.g. 'generation="2",') as (le, count), less ``before``'s."""
+    pattern = rf'lorentztron_{name}_bucket\{{{labels}le="([^"]+)"\}} (\S+)'
     start = dict(before or [])
+    found = re.findall(pattern, text)
     return [(float(le), float(n) - start.get(float(le), 0.0)) for le, n in found]
+
+
+def holds(text: str) -> dict:
+    """What may hold a replica's event loop, from its /metrics: its stalls (count) and its
+    garbage collections (buckets of each generation)."""
+    stalls = re.search(r"^lorentztron_event_loop_stalls_total (\S+)$", text, re.M)
+    return {
+        "stalls": float(stalls.group(1)) if stalls else 0.0,
+        "gc": {g: loop_lag(text, None, "gc_seconds", f'generation="{g}",') for g in "012"},
+    }
+
+
+def redis_persistence(url: str) -> dict:
+    """Redis's append-only-file rewrites and forks so far (INFO)."""
+    client = redis.Redis.from_url(url)
+    try:
+        info = {**client.info("persistence"), **client.info("stats")}
+    finally:
+        client.close()
+    return {key: info.get(key) for key in ("aof_rewrites", "total_forks", "latest_fork_usec")}
 
 
 def highest(buckets: list[tuple[float, float]]) -> float:
@@ -333,6 +374,17 @@ def medians(rows: list[dict]) -> list[str]:
     return lines
 
 
+def holds_figures(row: dict) -> str:
+    """A row's stalls and longest collection, and Redis's rewrites and last fork (``-`` /
+    ``-``: a run before they were measured)."""
+    if "loop_stalls" not in row:
+        return "- | -"
+    return (
+        f"{row['loop_stalls']:.0f} / {max(row['gc_max_le_ms'].values()):g} | "
+        f"{row['aof_rewrites']} / {row['latest_fork_ms']:.1f}"
+    )
+
+
 def figure(row: dict, key: str, form: str = "g") -> str:
     """A row's figure (``-``: not measured, e.g. by a run before it was)."""
     value = row.get(key)
@@ -379,13 +431,19 @@ def render(result: dict) -> str:
         "lag: the replica's `lorentztron_event_loop_lag_seconds` (how late its loop ran a "
         "task due: what a request waits before it is even read), the bucket bounds holding "
         "its p99 and its maximum; send lag: how late the load generator itself started "
-        "requests (its own share of its p99).",
+        "requests (its own share of its p99); stalls: the replica's holds of its loop of "
+        "`LOOP_STALL` (0.1 s) or more (`lorentztron_event_loop_stalls_total`, each logged "
+        "with the loop thread's stack), and its longest garbage collection (the bucket "
+        "bound of `lorentztron_gc_seconds`, any generation); Redis: its append-only-file "
+        "rewrites during the measurement (INFO `aof_rewrites`) and how long its last fork "
+        "held it (`latest_fork_usec`).",
         "",
         "| model | publication | run (load average before / after) | feedback/s reached | "
         "errors | feedback p99 ms | served p99 <= ms | event-loop lag p99 / max <= ms | "
+        "stalls / longest collection <= ms | Redis rewrites / last fork ms | "
         "send lag p99 ms | predict p99 ms | versions loaded (deltas / full) | mean s | "
         "p50 <= s | p99 <= s | p99 s (interpolated) | versions over 1 s |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in result["freshness"]:
         loads = row["loads"]
@@ -403,6 +461,7 @@ def render(result: dict) -> str:
             f"| {row['model']} | {row['publication']} | {run} | {row['feedback_per_s']:,.0f} | "
             f"{row['errors']} | {row['p99_ms']:.1f} | {figure(row, 'served_p99_le_ms')} | "
             f"{figure(row, 'loop_lag_p99_le_ms')} / {figure(row, 'loop_lag_max_le_ms')} | "
+            f"{holds_figures(row)} | "
             f"{figure(row, 'send_lag_p99_ms', '.1f')} | {predict} | {loaded} | {mean} | "
             f"{row['p50_le_s']} | {row['p99_le_s']} | {p99} | {row['over_1s']:.0f} |"
         )
@@ -452,6 +511,9 @@ def main(argv=None) -> int:
     parser.add_argument("--note", action="append", default=[], help="a paragraph under the tables")
     parser.add_argument("--quick", action="store_true", help="tiny runs, print only")
     parser.add_argument(
+        "--logs", type=Path, help="keep the freshness runs' learner and replica logs here"
+    )
+    parser.add_argument(
         "--render", action="store_true", help="measure nothing: re-render docs/scaling.json"
     )
     args = parser.parse_args(argv)
@@ -469,7 +531,7 @@ def main(argv=None) -> int:
     if not args.quick and (DOCS / "scaling.json").exists():
         previous = json.loads((DOCS / "scaling.json").read_text())
     result = {
-        "settings": {k: v for k, v in vars(args).items() if k not in ("note", "output")},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("note", "output", "logs")},
         "notes": args.note or previous.get("notes", []),
         "runs": {},
     }

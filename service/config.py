@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     metrics_top_n: int = Field(100, ge=0)
     #: Models whose per-model series ``/metrics`` always shows (comma-separated names).
     metrics_models: Annotated[list[str], NoDecode] = []
+    #: Seconds of a hold of the event loop (no request read meanwhile) that is logged with
+    #: the loop thread's stack and counted in ``lorentztron_event_loop_stalls_total``; 0: off.
+    loop_stall: float = Field(0.1, ge=0)
 
     #: Serve ``POST .../predict``, ``.../feedback`` and V2 ``.../infer`` through
     #: ``service.http.fastpath`` (same handlers and responses, without FastAPI's routing and

@@ -38,7 +38,7 @@ from service.model.cache import PredictionCache
 from service.model.models import Models
 from service.ops import tracing
 from service.ops.history import History
-from service.ops.loop_lag import LoopLag
+from service.ops.loop_lag import CollectionTimer, LoopLag
 from service.ops.metrics import Metrics
 from service.ops.startup import Gate, Startup
 from service.ops.worker import SnapshotWorker
@@ -189,11 +189,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # recovery and warm-up run in the background: the port opens at once
         startup = app.state.startup = Startup(components, app.state.history, warm_up, start_role)
         startup.start()
-        lag = LoopLag(metrics.loop_lag)
+        lag = LoopLag(metrics.loop_lag, metrics.loop_stalls, settings.loop_stall)
         lag.start()
+        collections = CollectionTimer(metrics.gc_seconds)
+        collections.install()
         try:
             yield
         finally:
+            collections.remove()
             await lag.stop()
             await startup.stop()
             gc.unfreeze()

@@ -45,7 +45,7 @@ def freshness(args, tmp: Path) -> list[dict]:
     for label, rank, n_features in FRESHNESS_MODELS:
         directory = tmp / f"freshness-{rank}-{n_features}"
         directory.mkdir()
-        with learner_and_replica(directory, rank, n_features) as (_, api_url):
+        with learner_and_replica(directory, rank, n_features) as (_, api_url, _):
             summary = loadgen(
                 api_url,
                 "feedback",

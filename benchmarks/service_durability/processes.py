@@ -21,11 +21,12 @@ LOADGEN = (sys.executable, "-m", "deploy.loadtest.loadgen")
 MODEL = {"kind": "dos", "rank": 16, "n_features": 1 << 18, "nnz": 30}
 
 
-def service(env: dict) -> ServiceProcess:
+def service(env: dict, log_path: Path | None = None) -> ServiceProcess:
     """A server (``service.ops.cli serve``, not started) with ``env``, logging warnings only
-    and snapshotting hourly (not during a measurement)."""
+    (to ``log_path``, or nowhere) and snapshotting hourly (not during a measurement)."""
     return ServiceProcess(
-        {"LORENTZTRON_LOG_LEVEL": "warning", "LORENTZTRON_SNAPSHOT_INTERVAL": "3600", **env}
+        {"LORENTZTRON_LOG_LEVEL": "warning", "LORENTZTRON_SNAPSHOT_INTERVAL": "3600", **env},
+        log_path,
     )
 
 
@@ -43,13 +44,20 @@ def loadgen(url: str, mode: str, duration: float, extra: list[str] | None = None
 
 
 @contextlib.contextmanager
-def learner_and_replica(directory: Path, rank: int, n_features: int, env: dict | None = None):
+def learner_and_replica(
+    directory: Path, rank: int, n_features: int, env: dict | None = None, logs: Path | None = None
+):
     """Redis, one learner and one api replica, and a DoS model "m" of ``rank`` over
-    ``n_features`` hashed features that the learner has taken: yields (learner, api) URLs."""
+    ``n_features`` hashed features that the learner has taken: yields the (learner, api,
+    Redis) URLs.
+    With ``logs``, the learner's and the replica's output go to ``learner.log`` and
+    ``api.log`` there."""
     with RedisServer(directory, appendfsync="everysec").start() as redis_server:
         env = {"LORENTZTRON_REDIS_URL": redis_server.url, **(env or {})}
-        learner = service({**env, "LORENTZTRON_ROLE": "learner"})
-        api = service({**env, "LORENTZTRON_ROLE": "api"})
+        learner = service(
+            {**env, "LORENTZTRON_ROLE": "learner"}, logs / "learner.log" if logs else None
+        )
+        api = service({**env, "LORENTZTRON_ROLE": "api"}, logs / "api.log" if logs else None)
         with learner, api:
             start_all((learner, api))
             spec = {
@@ -63,4 +71,4 @@ def learner_and_replica(directory: Path, rank: int, n_features: int, env: dict |
             while httpx.get(f"{learner.url}/v1/models/m").status_code != 200:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-            yield learner.url, api.url
+            yield learner.url, api.url, redis_server.url

@@ -123,6 +123,20 @@ class Metrics:
             buckets=LOOP_LAG_BUCKETS,
             registry=registry,
         )
+        self.loop_stalls = Counter(
+            p + "event_loop_stalls",
+            "Holds of the event loop of LOOP_STALL seconds or more, each logged with where "
+            "the loop thread was (service.ops.loop_lag).",
+            registry=registry,
+        )
+        self.gc_seconds = Histogram(
+            p + "gc_seconds",
+            "Garbage collections of the process (they hold the GIL: every thread waits), by "
+            "generation.",
+            ["generation"],
+            buckets=LOOP_LAG_BUCKETS,
+            registry=registry,
+        )
         self.predictions = per_model(
             "counter", p + "predictions_total", "Instances scored.", ["model"]
         )
