@@ -55,6 +55,9 @@ REQUIRED_METRICS = {
     "lorentztron_learning_backlog_records",
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
+    "lorentztron_event_loop_lag_seconds_bucket",
+    "lorentztron_event_loop_stalls_total",
+    "lorentztron_gc_seconds_bucket",
 }
 
 
