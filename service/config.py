@@ -81,7 +81,8 @@ class Settings(BaseSettings):
     #: Models whose per-model series ``/metrics`` always shows (comma-separated names).
     metrics_models: Annotated[list[str], NoDecode] = []
     #: Seconds of a hold of the event loop (no request read meanwhile) that is logged with
-    #: the loop thread's stack and counted in ``lorentztron_event_loop_stalls_total``; 0: off.
+    #: the loop thread's stack and counted in ``lorentztron_event_loop_stalls_total``, once
+    #: the process has started (its kernels compiled); 0: off.
     loop_stall: float = Field(0.1, ge=0)
 
     #: Serve ``POST .../predict``, ``.../feedback`` and V2 ``.../infer`` through

@@ -189,7 +189,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # recovery and warm-up run in the background: the port opens at once
         startup = app.state.startup = Startup(components, app.state.history, warm_up, start_role)
         startup.start()
-        lag = LoopLag(metrics.loop_lag, metrics.loop_stalls, settings.loop_stall)
+        lag = LoopLag(
+            metrics.loop_lag, metrics.loop_stalls, settings.loop_stall, lambda: components.warm
+        )
         lag.start()
         collections = CollectionTimer(metrics.gc_seconds)
         collections.install()

@@ -49,9 +49,8 @@ def learner_and_replica(
 ):
     """Redis, one learner and one api replica, and a DoS model "m" of ``rank`` over
     ``n_features`` hashed features that the learner has taken: yields the (learner, api,
-    Redis) URLs.
-    With ``logs``, the learner's and the replica's output go to ``learner.log`` and
-    ``api.log`` there."""
+    Redis) URLs. With ``logs``, the learner's and the replica's output go to
+    ``learner.log`` and ``api.log`` there."""
     with RedisServer(directory, appendfsync="everysec").start() as redis_server:
         env = {"LORENTZTRON_REDIS_URL": redis_server.url, **(env or {})}
         learner = service(

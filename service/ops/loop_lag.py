@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 log = logging.getLogger("lorentztron.loop")
 
@@ -31,12 +32,22 @@ PERIOD = 0.005
 
 class LoopLag:
     """A task observing the running loop's lag into ``histogram``, with a watchdog thread
-    reporting holds of ``stall`` seconds or more into ``stalls`` (``start``, ``stop``)."""
+    reporting holds of ``stall`` seconds or more into ``stalls`` once ``armed()`` (a
+    process's start-up, its kernels compiled, holds its loop by design) (``start``,
+    ``stop``)."""
 
-    def __init__(self, histogram, stalls=None, stall: float = 0.0, period: float = PERIOD):
+    def __init__(
+        self,
+        histogram,
+        stalls=None,
+        stall: float = 0.0,
+        armed: Callable[[], bool] = lambda: True,
+        period: float = PERIOD,
+    ):
         self.histogram = histogram
         self.stalls = stalls
         self.stall = stall
+        self.armed = armed
         self.period = period
         #: perf_counter of the probe's last wake-up (read by the watchdog)
         self.seen = time.perf_counter()
@@ -72,7 +83,7 @@ class LoopLag:
             woke = clock()
             seen = self.seen
             held = woke - seen - self.period
-            if held < self.stall or seen == reported:
+            if held < self.stall or seen == reported or not self.armed():
                 continue
             reported = seen
             self.stalls.inc()

@@ -87,6 +87,23 @@ def test_a_hold_over_the_threshold_is_counted_once_with_the_stack_that_held_it(c
     assert "held_long" in record.getMessage()  # where the loop thread was
 
 
+def test_holds_before_the_process_is_armed_are_not_stalls():
+    metrics, armed = Metrics(), []
+
+    async def run() -> None:
+        lag = LoopLag(metrics.loop_lag, metrics.loop_stalls, stall=0.15, armed=lambda: armed)
+        lag.start()
+        held_long(0.5)  # start-up (kernels compiled): not reported
+        await asyncio.sleep(0.1)
+        armed.append(True)
+        held_long(0.5)
+        await asyncio.sleep(0.1)
+        await lag.stop()
+
+    asyncio.run(run())
+    assert metrics.registry.get_sample_value("lorentztron_event_loop_stalls_total") == 1
+
+
 def test_no_watchdog_without_a_threshold():
     metrics = Metrics()
 
