@@ -43,7 +43,12 @@ def test_a_held_loop_is_one_late_wake_up_of_the_time_it_was_held():
     assert found["0.002"] >= found["+Inf"] - 4
 
 
+def timers() -> int:
+    return sum(isinstance(c, CollectionTimer) for c in gc.callbacks)
+
+
 def test_the_app_observes_its_loop():
+    installed = timers()  # (apps of other tests in this process may have theirs)
     app = create_app()
     with TestClient(app) as client:
         deadline = time.monotonic() + 10
@@ -55,7 +60,7 @@ def test_the_app_observes_its_loop():
         gc.collect()
         assert 'lorentztron_gc_seconds_count{generation="2"}' in client.get("/metrics").text
     assert counts(app.state.metrics)["+Inf"] >= 1
-    assert not any(isinstance(c, CollectionTimer) for c in gc.callbacks)  # removed at shutdown
+    assert timers() == installed  # its own removed at shutdown
 
 
 def held_briefly(seconds: float) -> None:
