@@ -315,7 +315,9 @@ def merge_round(live, rounds: Rounds, k: int) -> RoundMeta | None:
         rows = np.stack([np.frombuffer(part, dtype=np.float64) for part in parts])
         means[name] = tree_sum(rows) / k
         # the last share's counters are loaded with its state: the others' examples join
-        counts[name] = np.sum([meta.counters[name] for meta in metas[:-1]], axis=0, dtype=int)
+        # (none when k = 1)
+        others = [meta.counters[name] for meta in metas[:-1]]
+        counts[name] = np.array(others, dtype=int).reshape(-1, 2).sum(axis=0)
     failpoints.reach("parallel.merge")
     if live.load_merged(last.base, state, means, counts, last.first, last.end, last.records):
         return last

@@ -251,6 +251,32 @@ def test_two_learners_learn_one_model_and_merge_it_as_the_reference_does(tmp_pat
         server.stop()
 
 
+def test_a_parallel_model_of_one_share_merges_as_a_single_learner(tmp_path):
+    """``learners: 1`` (the degenerate case): one share learns every example and the owner
+    "merges" it alone, its aligned state (the same model under a symmetry), counted once."""
+    server = RedisServer(tmp_path)
+    server.start()
+    learners, api = fleet(tmp_path, server.url)
+    client, keys = redis.Redis.from_url(server.url), RedisKeys()
+    try:
+        start_all((*learners, api))
+        spec = {**SPEC, "parallel": {"learners": 1, "interval": INTERVAL}}
+        assert httpx.post(f"{api.url}/v1/models", json=spec).status_code == 201
+        post_feedback(api.url, 2 * INTERVAL + 3, seed=4)
+        expected, end = reference(client, keys, 1, INTERVAL)
+        wait_for(lambda: merged_through(client, keys, end), timeout=60)
+        header, state = latest(client, keys)
+        assert_equal_states(state, expected["original"])
+        wait_for(lambda: version_at(api.url) == header["version"], timeout=30)
+        learned = sum(
+            decode_record(f[b"r"])[0].n_rows for _, f in client.xrange(keys.log("m"), max=end)
+        )
+        assert httpx.get(f"{api.url}/v1/models/m").json()["examples_learned"] == learned
+    finally:
+        stop_all((api, *learners))
+        server.stop()
+
+
 def version_at(url: str) -> int | None:
     response = httpx.get(f"{url}/v1/models/m", timeout=5)
     return response.json()["version"] if response.status_code == 200 else None
