@@ -30,7 +30,7 @@ def _mix(x):
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _row_hashes(words, ids, salt, constants, out):
+def hash_word_rows(words, ids, salt, constants, out):
     """out[i] = mix(sum_j words[i, j] * constants[j] ^ mix(ids[i] ^ salt)), modulo 2^64:
     ``deltas.row_hashes`` of rows given as 64-bit words (C order)."""
     n, width = words.shape
@@ -42,7 +42,7 @@ def _row_hashes(words, ids, salt, constants, out):
 
 
 @numba.njit(**NJIT_OPTIONS)
-def _scatter_rows(target, rows, values):
+def scatter_byte_rows(target, rows, values):
     """target[rows[i]] = values[i] for every i (rows of bytes, C order); -1, or the first i
     whose row is not one of target's (then nothing is written)."""
     n, width = target.shape
@@ -59,5 +59,5 @@ def _scatter_rows(target, rows, values):
 def warm_up() -> None:
     """Compile (or load from the cache) both kernels before the first version arrives."""
     words = np.zeros((2, 2), dtype=np.uint64)
-    _row_hashes(words, np.arange(2), np.uint64(1), np.ones(2, np.uint64), np.empty(2, np.uint64))
-    _scatter_rows(np.zeros((3, 8), np.uint8), np.arange(2), np.ones((2, 8), np.uint8))
+    hash_word_rows(words, np.arange(2), np.uint64(1), np.ones(2, np.uint64), np.empty(2, np.uint64))
+    scatter_byte_rows(np.zeros((3, 8), np.uint8), np.arange(2), np.ones((2, 8), np.uint8))

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from core.averaging import Averaged
-from service.scale.delta_kernels import _row_hashes, _scatter_rows
+from service.scale.delta_kernels import hash_word_rows, scatter_byte_rows
 
 #: suffixes of a local array's entries in a delta: the row numbers and their values
 ROWS = "#rows"
@@ -144,7 +144,7 @@ def row_hashes(name: str, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
     words = raw.view(np.uint64)
     out = np.empty(words.shape[0], dtype=np.uint64)
     ids = np.asarray(ids, dtype=np.int64)
-    _row_hashes(words, ids, _salt(name), _constants(words.shape[1]), out)  # (without the GIL)
+    hash_word_rows(words, ids, _salt(name), _constants(words.shape[1]), out)  # (without the GIL)
     return out
 
 
@@ -234,7 +234,7 @@ def scatter_rows(target: np.ndarray, rows: np.ndarray, values: np.ndarray) -> No
         return
     raw = target.reshape(target.shape[0], -1).view(np.uint8)
     new = np.ascontiguousarray(values).reshape(len(values), -1).view(np.uint8)
-    bad = _scatter_rows(raw, np.asarray(rows, dtype=np.int64), new)
+    bad = scatter_byte_rows(raw, np.asarray(rows, dtype=np.int64), new)
     if bad >= 0:
         raise IndexError(f"row {rows[bad]} out of bounds for {target.shape[0]} rows")
 

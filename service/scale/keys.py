@@ -127,5 +127,11 @@ class RedisKeys:
         """The name a parallel model's share is leased under (names hold no ``/``)."""
         return f"{name}/{share}"
 
+    @staticmethod
+    def split_share(unit: str) -> tuple[str, int] | None:
+        """``(model, share)`` of a share's name (``share``), None for a model's."""
+        name, slash, share = unit.rpartition("/")
+        return (name, int(share)) if slash else None
+
     def idempotency(self, name: str, incarnation: str, key: str) -> str:
         return self.model(name, "idempotency", incarnation, key)

@@ -185,8 +185,8 @@ def place(free: list[str], owners: dict[str, str | None], learners: list[str]) -
 
 def _model_of(name: str) -> str | None:
     """The parallel model a share's name is of (None: a model's own name)."""
-    model, slash, _ = name.rpartition("/")
-    return model if slash else None
+    unit = RedisKeys.split_share(name)
+    return unit[0] if unit else None
 
 
 def surplus(me: str, owners: dict[str, str | None], learners: list[str]) -> int:

@@ -63,13 +63,7 @@ return 'OK'
 ALIGNED = "aligned:"
 
 
-share_name = RedisKeys.share
-
-
-def split_share(unit: str) -> tuple[str, int] | None:
-    """``(model, share)`` of a share's name, None for a model's."""
-    name, slash, share = unit.rpartition("/")
-    return (name, int(share)) if slash else None
+share_name, split_share = RedisKeys.share, RedisKeys.split_share
 
 
 @dataclass(frozen=True)

@@ -253,10 +253,9 @@ class Learner(_Loop):
                 with self._lock:  # renewed by the keeper while the models are restored
                     self._held[name] = lease.value
         for name, lease in acquired.items():
-            if split_share(name) is not None:  # (its copy is built when it learns)
-                model, share = split_share(name)
+            if (unit := split_share(name)) is not None:  # (its copy is built when it learns)
                 with self._lock:
-                    self._shares[name] = Share(model, share, lease.value, self)
+                    self._shares[name] = Share(*unit, lease.value, self)
                 self.metrics.lease_acquisitions.inc()
                 self._took(name, lease, started)
                 continue
